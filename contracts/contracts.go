@@ -1,0 +1,109 @@
+// Package contracts is the shared language between the API and the worker: the event types, their JSON
+// Schemas (embedded from schemas/), the subject names, request validation and the deterministic output
+// keys. It imports nothing of ours, so every other package (and an API written in Go) can depend on it.
+package contracts
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Variant qualities and formats, as the response schema enumerates them.
+const (
+	QualityHigh      = "high"
+	QualityMedium    = "medium"
+	QualityLow       = "low"
+	QualityOriginal  = "original"
+	QualityThumbnail = "thumbnail"
+
+	FormatWebP = "webp"
+	FormatMP4  = "mp4"
+	FormatJPG  = "jpg"
+	FormatM3U8 = "m3u8"
+)
+
+// Virus actions, as the virus-event schema enumerates them.
+const (
+	ActionDeleted     = "deleted_from_object_store"
+	ActionQuarantined = "quarantined"
+)
+
+// Request asks the worker to optimize one upload. All fields are required and non-empty.
+type Request struct {
+	S3Key    string `json:"s3Key"`
+	S3Bucket string `json:"s3Bucket"`
+	MediaID  string `json:"mediaId"`
+	MediaURL string `json:"mediaUrl"`
+}
+
+// Response reports the one outcome of a request. Error is set exactly when Success is false.
+type Response struct {
+	MediaID     string    `json:"mediaId"`
+	OriginalURL string    `json:"originalUrl"`
+	Success     bool      `json:"success"`
+	Error       string    `json:"error,omitempty"`
+	Processed   []Variant `json:"processed,omitempty"`
+	Metadata    *Metadata `json:"metadata,omitempty"`
+	Warnings    []string  `json:"warnings,omitempty"`
+}
+
+// Variant is one uploaded output.
+type Variant struct {
+	Quality string `json:"quality"`
+	Format  string `json:"format"`
+	URL     string `json:"url"`
+	Size    int64  `json:"size"`
+	Width   int    `json:"width,omitempty"`
+	Height  int    `json:"height,omitempty"`
+}
+
+// Metadata describes the source media. All fields are optional.
+type Metadata struct {
+	MIME            string  `json:"mime,omitempty"`
+	Width           int     `json:"width,omitempty"`
+	Height          int     `json:"height,omitempty"`
+	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+	VideoCodec      string  `json:"videoCodec,omitempty"`
+	AudioCodec      string  `json:"audioCodec,omitempty"`
+	HasAlpha        bool    `json:"hasAlpha,omitempty"`
+}
+
+// VirusEvent tells the API that an upload was infected and what was done with it.
+type VirusEvent struct {
+	MediaID     string `json:"mediaId"`
+	S3Key       string `json:"s3Key"`
+	S3Bucket    string `json:"s3Bucket"`
+	MediaURL    string `json:"mediaUrl"`
+	VirusName   string `json:"virusName"`
+	DetectedAt  string `json:"detectedAt"`
+	ActionTaken string `json:"actionTaken"`
+}
+
+// Subjects are the NATS subjects of one application prefix.
+type Subjects struct {
+	Request  string // API → worker
+	Response string // worker → API
+	Virus    string // worker → API
+	DLQ      string // worker → operators
+}
+
+var appPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// ValidateApp checks an application prefix: it becomes a subject token and part of stream names.
+func ValidateApp(app string) error {
+	if !appPattern.MatchString(app) {
+		return fmt.Errorf("app prefix %q must be letters, digits, '_' or '-' (it is a subject token and part of stream names)", app)
+	}
+	return nil
+}
+
+// SubjectsFor returns the subjects of application prefix app (see ValidateApp).
+func SubjectsFor(app string) Subjects {
+	base := app + ".media.optimize."
+	return Subjects{
+		Request:  base + "request",
+		Response: base + "response",
+		Virus:    base + "response.virus",
+		DLQ:      base + "dlq",
+	}
+}

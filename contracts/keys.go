@@ -1,0 +1,51 @@
+package contracts
+
+import (
+	"path"
+	"strings"
+)
+
+// OutputKeys names every object a request may produce. Keys are deterministic (a retry overwrites instead of
+// duplicating) and include the mediaId (two uploads named photo.jpg never collide). They live under the
+// request key's directory and never equal the request key.
+type OutputKeys struct {
+	dir, stem, mediaID string
+}
+
+// KeysFor derives the output keys of a validated request.
+func KeysFor(r Request) OutputKeys {
+	dir := path.Dir(r.S3Key)
+	if dir == "." {
+		dir = ""
+	}
+	base := path.Base(r.S3Key)
+	stem := strings.TrimSuffix(base, path.Ext(base))
+	if stem == "" { // ".jpg" → keep something readable
+		stem = base
+	}
+	return OutputKeys{dir: dir, stem: stem, mediaID: r.MediaID}
+}
+
+func (k OutputKeys) join(parts ...string) string {
+	if k.dir != "" {
+		parts = append([]string{k.dir}, parts...)
+	}
+	return strings.Join(parts, "/")
+}
+
+// Image is <dir>/images/<mediaId>/<stem>_<quality>.webp.
+func (k OutputKeys) Image(quality string) string {
+	return k.join("images", k.mediaID, k.stem+"_"+quality+".webp")
+}
+
+// Video is <dir>/videos/<mediaId>/mp4/<stem>.mp4.
+func (k OutputKeys) Video() string { return k.join("videos", k.mediaID, "mp4", k.stem+".mp4") }
+
+// Poster is <dir>/thumbnail/<mediaId>/poster.jpg.
+func (k OutputKeys) Poster() string { return k.join("thumbnail", k.mediaID, "poster.jpg") }
+
+// HLS is <dir>/videos/<mediaId>/hls/<name> (index.m3u8 and its segments).
+func (k OutputKeys) HLS(name string) string { return k.join("videos", k.mediaID, "hls", name) }
+
+// Dir is the request key's directory ("" at the bucket root).
+func (k OutputKeys) Dir() string { return k.dir }

@@ -1,0 +1,90 @@
+package contracts
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Schema names, as files under schemas/.
+const (
+	SchemaRequest    = "request.schema.json"
+	SchemaResponse   = "response.schema.json"
+	SchemaVirusEvent = "virus-event.schema.json"
+)
+
+//go:embed schemas/*.json
+var schemaFS embed.FS
+
+// SchemaJSON returns the raw JSON Schema (draft 2020-12) of one of the Schema* names.
+func SchemaJSON(name string) ([]byte, error) { return schemaFS.ReadFile("schemas/" + name) }
+
+var (
+	compileOnce sync.Once
+	compiled    map[string]*jsonschema.Schema
+	compileErr  error
+)
+
+// ValidateJSON validates a document against one of the embedded schemas, with format assertions on
+// (uuid, uri, date-time are checked, not just annotated).
+func ValidateJSON(name string, doc []byte) error {
+	compileOnce.Do(compileSchemas)
+	if compileErr != nil {
+		return compileErr
+	}
+	sch, ok := compiled[name]
+	if !ok {
+		return fmt.Errorf("unknown schema %q", name)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return fmt.Errorf("decoding document: %w", err)
+	}
+	if err := sch.Validate(v); err != nil {
+		return fmt.Errorf("validating against %s: %w", name, err)
+	}
+	return nil
+}
+
+// Validate marshals v and validates it against the named schema.
+func Validate(name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	return ValidateJSON(name, b)
+}
+
+func compileSchemas() {
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	compiled = map[string]*jsonschema.Schema{}
+	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent} {
+		raw, err := SchemaJSON(name)
+		if err != nil {
+			compileErr = err
+			return
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			compileErr = fmt.Errorf("decoding schema %s: %w", name, err)
+			return
+		}
+		if err := c.AddResource(name, doc); err != nil {
+			compileErr = fmt.Errorf("adding schema %s: %w", name, err)
+			return
+		}
+	}
+	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent} {
+		s, err := c.Compile(name)
+		if err != nil {
+			compileErr = fmt.Errorf("compiling schema %s: %w", name, err)
+			return
+		}
+		compiled[name] = s
+	}
+}
