@@ -1,0 +1,284 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// MinIOVersion is the github.com/minio/minio module version the tests build and run. MinIO publishes
+// no binaries through the Go module proxy, so the harness builds one once per machine and caches it.
+const MinIOVersion = "v0.0.0-20260212201848-7aac2a2c5b7c"
+
+// minioBuildTimeout bounds a cold build (about 5 minutes on 2 cores).
+const minioBuildTimeout = 20 * time.Minute
+
+// CacheDir is where the harness keeps built tools: $MW_CACHE_DIR, else $XDG_CACHE_HOME/mediaworker,
+// else ~/.cache/mediaworker.
+func CacheDir() (string, error) {
+	if d := os.Getenv("MW_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "mediaworker"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the cache directory: %w", err)
+	}
+	return filepath.Join(home, ".cache", "mediaworker"), nil
+}
+
+// MinIOBinary returns the path of the cached MinIO server binary, building it with `go install` from
+// the Go module proxy first if needed. A file lock makes parallel test packages wait for one build
+// instead of running several.
+func MinIOBinary(t testing.TB) string {
+	t.Helper()
+	cache, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(cache, "minio-"+MinIOVersion, "minio")
+	// The binary is renamed into place only when complete, so its existence is enough.
+	if isExecutable(bin) {
+		return bin
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatalf("creating cache dir: %v", err)
+	}
+	unlock, err := lockFile(filepath.Join(cache, "minio.lock"))
+	if err != nil {
+		t.Fatalf("locking the MinIO build: %v", err)
+	}
+	defer unlock()
+	if isExecutable(bin) { // built by another package while we waited for the lock
+		return bin
+	}
+	if err := buildMinIO(t, bin); err != nil {
+		t.Fatalf("building MinIO %s: %v", MinIOVersion, err)
+	}
+	return bin
+}
+
+func buildMinIO(t testing.TB, bin string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("the go command is needed to build MinIO: %w", err)
+	}
+	dir := filepath.Dir(bin)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".minio-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	t.Logf("building MinIO %s from the Go module proxy into %s (a cold build takes about 5 minutes)", MinIOVersion, dir)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), minioBuildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "install", "github.com/minio/minio@"+MinIOVersion)
+	// Outside any module, so the repository's go.mod is neither used nor touched.
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GO111MODULE=on")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go install: %w\n%s", err, tail(out, 4000))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(tmp, "minio"), bin); err != nil {
+		return err
+	}
+	t.Logf("built MinIO in %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// lockFile takes an exclusive flock on path, waiting for other holders.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// MinIO is a MinIO server process on loopback, with its data in a test temp dir.
+type MinIO struct {
+	Endpoint  string // host:port of the S3 API
+	AccessKey string
+	SecretKey string
+
+	t       testing.TB
+	bin     string
+	dataDir string
+	console string
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the running process has exited
+}
+
+// StartMinIO starts a MinIO server on free loopback ports and stops it when the test ends. Its output
+// goes to a log file that is printed if the test fails.
+func StartMinIO(t testing.TB) *MinIO {
+	t.Helper()
+	dir := t.TempDir()
+	m := &MinIO{
+		Endpoint:  freeAddr(t),
+		AccessKey: "mediaworker",
+		SecretKey: "mediaworker-secret",
+		t:         t,
+		bin:       MinIOBinary(t),
+		dataDir:   filepath.Join(dir, "data"),
+		console:   freeAddr(t),
+		logPath:   filepath.Join(dir, "minio.log"),
+	}
+	t.Cleanup(func() {
+		m.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(m.logPath); err == nil {
+				t.Logf("MinIO log (%s):\n%s", m.logPath, tail(b, 8000))
+			}
+		}
+	})
+	m.Start()
+	return m
+}
+
+// URL is the S3 API's base URL.
+func (m *MinIO) URL() string { return "http://" + m.Endpoint }
+
+// Start (re)starts the server on the same ports and data directory, and waits until it is live. It
+// does nothing if the server is running.
+func (m *MinIO) Start() {
+	m.t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		return
+	}
+	logf, err := os.OpenFile(m.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		m.t.Fatalf("opening MinIO log: %v", err)
+	}
+	home := filepath.Join(filepath.Dir(m.logPath), "home")
+	cmd := exec.Command(m.bin, "server",
+		"--address", m.Endpoint,
+		"--console-address", m.console,
+		"--certs-dir", filepath.Join(home, "certs"),
+		m.dataDir)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"MINIO_ROOT_USER=" + m.AccessKey,
+		"MINIO_ROOT_PASSWORD=" + m.SecretKey,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Die with the test binary even if it is killed before cleanups run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		m.t.Fatalf("starting MinIO: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	m.cmd, m.done = cmd, done
+
+	client := &http.Client{Timeout: time.Second}
+	Eventually(m.t, 30*time.Second, func() error {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(m.logPath)
+			m.t.Fatalf("MinIO exited during start-up: %s\n%s", cmd.ProcessState, tail(log, 4000))
+		default:
+		}
+		// live: the process serves; ready: it can serve S3 requests (its drive is initialised).
+		for _, p := range []string{"/minio/health/live", "/minio/health/ready"} {
+			resp, err := client.Get(m.URL() + p)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", p, resp.Status)
+			}
+		}
+		return nil
+	})
+}
+
+// Stop kills the server (like a crash: no graceful shutdown) and waits for it to exit. The data
+// directory is kept for Start. It does nothing if the server is not running.
+func (m *MinIO) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Kill()
+	<-m.done
+	m.cmd, m.done = nil, nil
+}
+
+// freeAddr returns a loopback host:port that was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func tail(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+		return "...\n" + strings.TrimSpace(string(b))
+	}
+	return string(b)
+}

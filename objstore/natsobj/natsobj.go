@@ -1,0 +1,564 @@
+// Package natsobj implements objstore.Store on the JetStream object store of whichever NATS server
+// the worker uses (embedded or external). A bucket of the Store is an object-store bucket (stream
+// OBJ_<bucket>). Keys follow objstore.ValidateKey, like every backend's; "/", "." and spaces are fine
+// because the object store encodes names before using them in subjects.
+//
+// Put does not create buckets: a Put to a missing bucket fails with objstore.ErrNotFound, like S3,
+// so that a typo in a request's bucket cannot silently create streams. Callers that own a bucket
+// (the worker's output bucket, `mediaworker submit`) call EnsureBucket first; Copy creates its
+// destination bucket.
+package natsobj
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mediaworker/mediaworker/objstore"
+)
+
+// Config configures the NATS object-store backend. Zero fields take their DefaultConfig values in New.
+type Config struct {
+	// Replicas of buckets that EnsureBucket creates (1 for a single server, 3 for an R3 cluster).
+	Replicas int
+	// Storage of buckets that EnsureBucket creates (jetstream.FileStorage, the zero value, or
+	// jetstream.MemoryStorage).
+	Storage jetstream.StorageType
+	// BaseURL is the base of the URLs URL returns. An object store has no HTTP face of its own, so
+	// the default names the object for people and tools; set --public-base-url for real links.
+	BaseURL string
+	// Timeout bounds metadata calls (Stat, Delete, EnsureBucket, Ping) when the caller's context has
+	// no deadline, and is the longest Get waits for the next chunk before calling the stream stalled.
+	Timeout time.Duration
+}
+
+// DefaultConfig returns one replica on file storage with a 10 s timeout.
+func DefaultConfig() Config {
+	return Config{
+		Replicas: 1,
+		Storage:  jetstream.FileStorage,
+		BaseURL:  "nats://objectstore",
+		Timeout:  10 * time.Second,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("natsobj: replicas %d must be between 1 and 5", c.Replicas)
+	}
+	if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
+		return fmt.Errorf("natsobj: unknown storage type %d", c.Storage)
+	}
+	if u, err := url.Parse(c.BaseURL); err != nil || u.Scheme == "" {
+		return fmt.Errorf("natsobj: base URL %q must be an absolute URL", c.BaseURL)
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("natsobj: timeout %s must be positive", c.Timeout)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Replicas == 0 {
+		c.Replicas = d.Replicas
+	}
+	if c.BaseURL == "" {
+		c.BaseURL = d.BaseURL
+	}
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	return c
+}
+
+// Names from the object-store layout (NATS ADR-20), which Get reads directly.
+const (
+	streamPrefix    = "OBJ_"
+	chunkSubjectFmt = "$O.%s.C.%s" // bucket, object NUID
+	getBatch        = 16           // chunks (128 KiB each) buffered per Get: ~2 MiB, not the default 500
+)
+
+// purgeGrace is how long a cancelled Put may take to purge the chunks it already stored.
+const purgeGrace = 2 * time.Second
+
+// validBucket is the object store's own rule for bucket names.
+var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// Store is an objstore.Store on JetStream object-store buckets. It does not own the connection.
+type Store struct {
+	js  jetstream.JetStream
+	cfg Config
+
+	mu      sync.Mutex
+	buckets map[string]jetstream.ObjectStore // bound handles; binding costs a stream-info round trip
+	closed  bool
+}
+
+var _ objstore.Store = (*Store)(nil)
+
+// New returns a Store using js. Closing the Store does not close js's connection.
+func New(js jetstream.JetStream, cfg Config) (*Store, error) {
+	if js == nil {
+		return nil, errors.New("natsobj: a JetStream context is required")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{js: js, cfg: cfg, buckets: make(map[string]jetstream.ObjectStore)}, nil
+}
+
+// Stat returns the object's size, content type and the server time of its last write.
+func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, error) {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	info, err := s.info(ctx, bucket, key)
+	if err != nil {
+		return objstore.Info{}, fmt.Errorf("getting info of %s/%s: %w", bucket, key, err)
+	}
+	return objstore.Info{
+		Bucket:      bucket,
+		Key:         key,
+		Size:        int64(info.Size),
+		ContentType: contentType(info),
+		ModTime:     info.ModTime,
+	}, nil
+}
+
+// Get streams the object's chunks into w as they arrive.
+//
+// It reads the chunks with its own ordered consumer instead of ObjectStore.Get, which caps a whole
+// transfer at the client's default timeout (5 s) when ctx has no deadline, reacts to cancellation
+// only between chunks or after that timeout, and uses the legacy JetStreamContext. Here ctx ends the
+// transfer at once, a stream that stalls for Timeout fails, and the size and SHA-256 digest recorded
+// by Put are checked at the end.
+func (s *Store) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+	n, err := s.get(ctx, bucket, key, w)
+	if err != nil {
+		return n, fmt.Errorf("getting %s/%s: %w", bucket, key, err)
+	}
+	return n, nil
+}
+
+func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+	octx, cancel := s.opContext(ctx)
+	info, err := s.info(octx, bucket, key)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	want, err := jetstream.DecodeObjectDigest(info.Digest)
+	if err != nil {
+		return 0, fmt.Errorf("reading digest %q: %w", info.Digest, err)
+	}
+	sum := sha256.New()
+	if info.Size == 0 {
+		return 0, checkDigest(sum.Sum(nil), want)
+	}
+
+	stream := streamPrefix + bucket
+	octx, cancel = s.opContext(ctx)
+	cons, err := s.js.OrderedConsumer(octx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{fmt.Sprintf(chunkSubjectFmt, bucket, info.NUID)},
+		// A backstop only: the consumer is deleted below unless ctx ended first.
+		InactiveThreshold: time.Minute,
+	})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("creating chunk consumer: %w", err)
+	}
+	defer s.deleteConsumer(ctx, stream, cons)
+	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
+		return 0, errors.New("object data is gone (overwritten or deleted meanwhile)")
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(getBatch))
+	if err != nil {
+		return 0, fmt.Errorf("reading chunks: %w", err)
+	}
+	defer it.Stop()
+
+	var n int64
+	size := int64(info.Size)
+	for n < size {
+		msg, err := s.next(ctx, it)
+		if err != nil {
+			return n, err
+		}
+		data := msg.Data()
+		if n+int64(len(data)) > size {
+			return n, fmt.Errorf("chunks hold more than the recorded %d bytes", size)
+		}
+		sum.Write(data)
+		m, err := w.Write(data)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 && n < size {
+			return n, fmt.Errorf("object data ends after %d of %d bytes (overwritten or deleted meanwhile)", n, size)
+		}
+	}
+	return n, checkDigest(sum.Sum(nil), want)
+}
+
+// next waits for the next chunk, at most Timeout, and reports ctx's own error when ctx ended.
+func (s *Store) next(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	msg, err := it.Next(jetstream.NextContext(wctx))
+	if err == nil {
+		return msg, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if wctx.Err() != nil {
+		return nil, fmt.Errorf("no data for %s: stream stalled", s.cfg.Timeout)
+	}
+	return nil, fmt.Errorf("reading chunks: %w", err)
+}
+
+// deleteConsumer removes the ephemeral chunk consumer now rather than after its inactive threshold.
+// It is skipped when ctx ended: a cancelled Get returns at once, and the threshold cleans up.
+func (s *Store) deleteConsumer(ctx context.Context, stream string, cons jetstream.Consumer) {
+	ci := cons.CachedInfo()
+	if ctx.Err() != nil || ci == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	_ = s.js.DeleteConsumer(dctx, stream, ci.Name)
+}
+
+func checkDigest(got, want []byte) error {
+	if string(got) != string(want) {
+		return errors.New("object data does not match its SHA-256 digest")
+	}
+	return nil
+}
+
+// Put stores the object; see the package comment for why the bucket must already exist. A failed Put
+// leaves the previous version in place: the object store publishes the new metadata only after all
+// chunks are stored.
+func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, contentType string) error {
+	if err := s.put(ctx, bucket, key, r, size, contentType); err != nil {
+		return fmt.Errorf("putting %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+func (s *Store) put(ctx context.Context, bucket, key string, r io.Reader, size int64, contentType string) error {
+	if err := checkKey(key, false); err != nil {
+		return err
+	}
+	if size >= 0 {
+		r = objstore.ExactReader(r, size)
+	}
+	meta := jetstream.ObjectMeta{Name: key}
+	if contentType != "" {
+		meta.Headers = nats.Header{"Content-Type": []string{contentType}}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// ObjectStore.Put purges the chunks of a failed upload with the context it was given, so when
+	// that context is cancelled the purge fails and the chunks stay in the stream for good. So
+	// cancellation (or the deadline) reaches it first as a read error, after which it purges with a
+	// context that is still live; only if that takes longer than purgeGrace is its context
+	// cancelled too. (Its context has no deadline, so it bounds each publish by the client's default
+	// timeout.)
+	putCtx, cancelPut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelPut()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(purgeGrace, cancelPut) })
+	defer stop()
+	cr := &countingReader{r: r, ctx: ctx}
+	return s.withHandle(ctx, bucket, false, func(h jetstream.ObjectStore) error {
+		if cr.n > 0 {
+			// Part of r is gone: a retry could store a truncated object.
+			return errors.New("bucket stream vanished during the upload")
+		}
+		_, err := h.Put(putCtx, meta, cr)
+		return err
+	})
+}
+
+// Delete removes the object (its chunks are purged); a missing object or bucket is not an error.
+func (s *Store) Delete(ctx context.Context, bucket, key string) error {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	if err := checkKey(key, true); err != nil {
+		return nil // an impossible key names no object
+	}
+	err := s.withHandle(ctx, bucket, true, func(h jetstream.ObjectStore) error {
+		return h.Delete(ctx, key)
+	})
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("deleting %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// Copy streams the object through this client (the object store has no server-side copy), keeping
+// its content type, and creates the destination bucket if needed. The copy is checked against the
+// source's digest as it is read.
+func (s *Store) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error {
+	info, err := s.Stat(ctx, srcBucket, srcKey)
+	if err != nil {
+		return fmt.Errorf("copying: %w", err)
+	}
+	if srcBucket == dstBucket && srcKey == dstKey {
+		return nil
+	}
+	if err := checkKey(dstKey, false); err != nil {
+		return fmt.Errorf("copying to %s/%s: %w", dstBucket, dstKey, err)
+	}
+	if err := s.EnsureBucket(ctx, dstBucket); err != nil {
+		return fmt.Errorf("copying: %w", err)
+	}
+
+	pr, pw := io.Pipe()
+	getErr := make(chan error, 1)
+	go func() {
+		_, err := s.Get(ctx, srcBucket, srcKey, pw)
+		pw.CloseWithError(err) // nil: EOF for the reader
+		getErr <- err
+	}()
+	putErr := s.Put(ctx, dstBucket, dstKey, pr, info.Size, info.ContentType)
+	// Unblock the reader side if Put stopped early, then wait so no goroutine outlives Copy.
+	pr.CloseWithError(errors.New("copy aborted"))
+	if err := <-getErr; err != nil {
+		return fmt.Errorf("copying: %w", err)
+	}
+	if putErr != nil {
+		return fmt.Errorf("copying: %w", putErr)
+	}
+	return nil
+}
+
+// EnsureBucket creates the object-store bucket with the configured replicas and storage unless it
+// exists (an existing bucket is left as it is, whatever its settings). It always asks the server,
+// so a bucket deleted behind the Store's back is created again.
+func (s *Store) EnsureBucket(ctx context.Context, bucket string) error {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	s.forget(bucket)
+	_, _, err := s.handle(ctx, bucket, false)
+	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
+		return wrapIf("creating bucket "+bucket, err)
+	}
+	h, err := s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:   bucket,
+		Replicas: s.cfg.Replicas,
+		Storage:  s.cfg.Storage,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		// Created by someone else between our look-up and create.
+		_, _, err = s.handle(ctx, bucket, false)
+		return wrapIf("creating bucket "+bucket, err)
+	}
+	if err != nil {
+		return fmt.Errorf("creating bucket %s: %w", bucket, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("creating bucket %s: %w", bucket, objstore.ErrClosed)
+	}
+	s.buckets[bucket] = h
+	return nil
+}
+
+// Ping asks the server for the account's JetStream information: it fails when NATS is unreachable or
+// JetStream is not enabled for the account.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.isClosed() {
+		return fmt.Errorf("pinging nats object store: %w", objstore.ErrClosed)
+	}
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	if _, err := s.js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("pinging nats object store: %w", err)
+	}
+	return nil
+}
+
+// URL returns BaseURL + "/" + bucket + "/" + escaped key.
+func (s *Store) URL(bucket, key string) string {
+	return objstore.ObjectURL(strings.TrimRight(s.cfg.BaseURL, "/")+"/"+url.PathEscape(bucket), key)
+}
+
+// Close forgets the bound buckets; later calls fail with objstore.ErrClosed. The NATS connection is
+// the caller's. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	clear(s.buckets)
+	return nil
+}
+
+// info returns the object's current (not deleted) metadata.
+func (s *Store) info(ctx context.Context, bucket, key string) (*jetstream.ObjectInfo, error) {
+	if err := checkKey(key, true); err != nil {
+		return nil, err
+	}
+	var info *jetstream.ObjectInfo
+	err := s.withHandle(ctx, bucket, true, func(h jetstream.ObjectStore) (err error) {
+		info, err = h.GetInfo(ctx, key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if info.Opts != nil && info.Opts.Link != nil {
+		// Links are never written by this package; following them would leave the bucket given.
+		return nil, fmt.Errorf("%s is an object-store link, which is not supported", key)
+	}
+	return info, nil
+}
+
+// withHandle runs fn on the bucket's handle and maps its error. A cached handle whose stream has
+// gone (the bucket was deleted behind our back) answers "no responders" to direct gets and
+// publishes; then the bucket is bound afresh, which says "not found" or works if it was re-created.
+// fn must be safe to run twice after such an error.
+func (s *Store) withHandle(ctx context.Context, bucket string, read bool, fn func(jetstream.ObjectStore) error) error {
+	for attempt := 0; ; attempt++ {
+		h, cached, err := s.handle(ctx, bucket, read)
+		if err != nil {
+			return err
+		}
+		err = fn(h)
+		if cached && attempt == 0 && isNoResponders(err) {
+			s.forget(bucket)
+			continue
+		}
+		return s.mapErr(bucket, err)
+	}
+}
+
+func isNoResponders(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// handle returns the bound bucket, from the cache when possible. read says whether an invalid bucket
+// name should also count as "not found".
+func (s *Store) handle(ctx context.Context, bucket string, read bool) (h jetstream.ObjectStore, cached bool, err error) {
+	if !validBucket.MatchString(bucket) {
+		err := fmt.Errorf("%w: bucket %q: NATS object-store bucket names may contain only letters, digits, '-' and '_'",
+			objstore.ErrInvalidName, bucket)
+		if read {
+			err = fmt.Errorf("%w (%w)", err, objstore.ErrNotFound)
+		}
+		return nil, false, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false, objstore.ErrClosed
+	}
+	h, ok := s.buckets[bucket]
+	s.mu.Unlock()
+	if ok {
+		return h, true, nil
+	}
+
+	// Bound outside the lock: a slow server must not serialise every bucket's callers.
+	h, err = s.js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return nil, false, s.mapErr(bucket, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false, objstore.ErrClosed
+	}
+	s.buckets[bucket] = h
+	return h, false, nil
+}
+
+// mapErr turns the object store's "missing" errors into objstore.ErrNotFound and, when the bucket
+// itself is gone (deleted behind our back), drops its cached handle.
+func (s *Store) mapErr(bucket string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		s.forget(bucket)
+		return fmt.Errorf("%w: bucket %s does not exist", objstore.ErrNotFound, bucket)
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+		return objstore.ErrNotFound
+	case isNoResponders(err):
+		s.forget(bucket) // rebinding on the next call tells whether the bucket is gone
+	}
+	return err
+}
+
+func (s *Store) forget(bucket string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.buckets, bucket)
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// opContext applies Timeout to short calls when the caller set no deadline.
+func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.Timeout)
+}
+
+func checkKey(key string, read bool) error {
+	err := objstore.ValidateKey(key)
+	if err != nil && read {
+		err = fmt.Errorf("%w (%w)", err, objstore.ErrNotFound)
+	}
+	return err
+}
+
+// countingReader counts what Put consumed and fails once ctx has ended.
+type countingReader struct {
+	r   io.Reader
+	ctx context.Context
+	n   int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func contentType(info *jetstream.ObjectInfo) string {
+	if ct := info.Headers.Get("Content-Type"); ct != "" {
+		return ct
+	}
+	return "application/octet-stream"
+}
+
+func wrapIf(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
