@@ -1,0 +1,16 @@
+// Package transcoder turns one uploaded media file into the variants the worker publishes: images
+// into three WebP sizes (libvips, through transcoder/vips) and videos into an H.264/AAC MP4 with a
+// JPEG poster and optional HLS (ffmpeg and ffprobe run as processes).
+//
+// It is a leaf: it knows nothing of NATS, object stores or scanning. Each call takes a context, a
+// source path and an output directory (the job's scratch directory, with fixed file names inside),
+// and returns a result or an *Error that says whether the input is to blame (IsBadInput).
+//
+// Every input is untrusted: images are refused on their header's pixel count before any decoding and
+// only six loaders are allowed; ffmpeg reads only local files in a few whitelisted containers, in its
+// own process group that is killed when the context ends. See DESIGN.md, "Untrusted input".
+//
+// libvips puts any temporary files under TMPDIR, which is process-global: the worker exports its
+// --tmp-dir as TMPDIR at start, before the first NewImages. ffmpeg and ffprobe run with the job's
+// directory as their working directory and write only the fixed names documented on Transform.
+package transcoder

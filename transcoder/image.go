@@ -1,0 +1,234 @@
+package transcoder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mediaworker/mediaworker/transcoder/vips"
+)
+
+// ImageConfig sets the limits and output of image transforms.
+type ImageConfig struct {
+	// MaxPixels caps width × height × pages as declared by the file's header; larger inputs are
+	// refused before any pixel is decoded (libvips itself never checks decoded size).
+	MaxPixels int64
+	// MaxFrames caps the pages (animation frames) a file may declare. Only the first is used.
+	MaxFrames int
+	// High, Medium and Low are the long edges of the three variants. Images are never enlarged, so a
+	// small source gives variants of its own size.
+	High, Medium, Low int
+	// QualityHigh, QualityMedium and QualityLow are the WebP qualities (1-100) of the variants.
+	QualityHigh, QualityMedium, QualityLow int
+	// Effort is libwebp's CPU effort, 0 (fastest) to 6 (smallest files).
+	Effort int
+}
+
+// DefaultImageConfig returns the defaults: 50 MP, 1000 frames, 2048/1024/480 px at Q 82/78/72,
+// effort 4.
+func DefaultImageConfig() ImageConfig {
+	return ImageConfig{
+		MaxPixels:     50_000_000,
+		MaxFrames:     1000,
+		High:          2048,
+		Medium:        1024,
+		Low:           480,
+		QualityHigh:   82,
+		QualityMedium: 78,
+		QualityLow:    72,
+		Effort:        4,
+	}
+}
+
+// Validate reports the first setting that is out of range.
+func (c ImageConfig) Validate() error {
+	switch {
+	case c.MaxPixels <= 0:
+		return fmt.Errorf("image max pixels must be positive, got %d", c.MaxPixels)
+	case c.MaxFrames <= 0:
+		return fmt.Errorf("image max frames must be positive, got %d", c.MaxFrames)
+	case c.Low <= 0 || c.Medium < c.Low || c.High < c.Medium:
+		return fmt.Errorf("image sizes must satisfy high >= medium >= low > 0, got %d/%d/%d",
+			c.High, c.Medium, c.Low)
+	case c.High > 16383:
+		// WebP's own limit is 16383 per side.
+		return fmt.Errorf("image high size must be at most 16383, got %d", c.High)
+	}
+	for _, q := range []int{c.QualityHigh, c.QualityMedium, c.QualityLow} {
+		if q < 1 || q > 100 {
+			return fmt.Errorf("webp quality must be 1-100, got %d", q)
+		}
+	}
+	if c.Effort < 0 || c.Effort > 6 {
+		return fmt.Errorf("webp effort must be 0-6, got %d", c.Effort)
+	}
+	return nil
+}
+
+// ImageVariant is one written WebP.
+type ImageVariant struct {
+	Quality       string // "high", "medium" or "low"
+	Path          string // outDir/<quality>.webp
+	Width, Height int
+	Size          int64 // bytes
+}
+
+// ImageResult describes the source and the variants written from it.
+type ImageResult struct {
+	Width, Height int    // of the source, upright (after EXIF rotation)
+	Format        string // the loader that read it: jpeg, png, webp, gif, heif or tiff
+	HasAlpha      bool
+	Variants      []ImageVariant // high, medium, low in that order
+}
+
+// Images transforms images. It is safe for concurrent use; each call works on its own images.
+type Images struct {
+	cfg ImageConfig
+}
+
+// NewImages checks cfg and starts libvips (once per process).
+func NewImages(cfg ImageConfig) (*Images, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating image config: %w", err)
+	}
+	if err := vips.Init(); err != nil {
+		return nil, err
+	}
+	return &Images{cfg: cfg}, nil
+}
+
+// Transform writes outDir/high.webp, outDir/medium.webp and outDir/low.webp from srcPath.
+//
+// The source is decoded once, shrunk on load straight to the high size, and each smaller variant is
+// resized from the one before (high → medium → low) in memory. Three independent shrink-on-load
+// thumbnails of the file would decode it up to three times (a 12 MP JPEG needs a full decode for both
+// 2048 and 1024 px, since libjpeg only pre-shrinks by a factor when 4× or more is left over), for
+// no visible gain: each step is a 2× or larger Lanczos reduction of an image already far above the
+// next size. Decoding once also means a corrupt file fails in one place, the decode, which is what
+// lets failures be classified by step: header and decode failures are the input's fault; resize,
+// encode and write failures are ours.
+//
+// libvips calls cannot be interrupted, so ctx is checked between steps.
+func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
+	}
+	if st, err := os.Stat(srcPath); err != nil {
+		return ImageResult{}, internal("opening image", err)
+	} else if !st.Mode().IsRegular() {
+		return ImageResult{}, internal("opening image", fmt.Errorf("%s is not a regular file", srcPath))
+	}
+
+	hdr, err := vips.ReadHeader(srcPath)
+	if errors.Is(err, vips.ErrUnknownFormat) {
+		return ImageResult{}, badInput("unsupported image format", err)
+	}
+	if err != nil {
+		return ImageResult{}, badInput("reading image header", err)
+	}
+	if err := im.checkLimits(hdr); err != nil {
+		return ImageResult{}, err
+	}
+	res := ImageResult{Width: hdr.Width, Height: hdr.Height, Format: formatName(hdr.Loader)}
+	if hdr.Orientation >= 5 && hdr.Orientation <= 8 { // 90° or 270° turns
+		res.Width, res.Height = hdr.Height, hdr.Width
+	}
+
+	if err := ctx.Err(); err != nil {
+		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
+	}
+	cur, err := vips.Thumbnail(srcPath, im.cfg.High)
+	if err != nil {
+		return ImageResult{}, badInput("decoding image", err)
+	}
+	defer func() { cur.Close() }()
+	res.HasAlpha = cur.HasAlpha()
+
+	steps := []struct {
+		quality  string
+		size, q  int
+		fromPrev bool
+	}{
+		{"high", im.cfg.High, im.cfg.QualityHigh, false},
+		{"medium", im.cfg.Medium, im.cfg.QualityMedium, true},
+		{"low", im.cfg.Low, im.cfg.QualityLow, true},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return ImageResult{}, fmt.Errorf("transforming image: %w", err)
+		}
+		if s.fromPrev {
+			next, err := cur.Thumbnail(s.size)
+			if err != nil {
+				return ImageResult{}, internal("resizing image to "+s.quality, err)
+			}
+			cur.Close()
+			cur = next
+		}
+		v, err := im.writeVariant(cur, s.quality, s.q, outDir)
+		if err != nil {
+			return ImageResult{}, err
+		}
+		res.Variants = append(res.Variants, v)
+	}
+	return res, nil
+}
+
+// checkLimits refuses inputs whose header declares more frames or pixels than allowed.
+func (im *Images) checkLimits(h vips.Header) error {
+	if h.Width <= 0 || h.Height <= 0 || h.Pages <= 0 {
+		return badInput(fmt.Sprintf("image header declares %d×%d pixels and %d pages", h.Width, h.Height, h.Pages), nil)
+	}
+	if h.Pages > im.cfg.MaxFrames {
+		return badInput(fmt.Sprintf("image has %d frames, limit is %d", h.Pages, im.cfg.MaxFrames), nil)
+	}
+	pixels := int64(h.Width) * int64(h.Height) * int64(h.Pages)
+	if pixels > im.cfg.MaxPixels {
+		dims := fmt.Sprintf("%d×%d", h.Width, h.Height)
+		if h.Pages > 1 {
+			dims += fmt.Sprintf(" × %d frames", h.Pages)
+		}
+		return badInput(fmt.Sprintf("image is %s (%s MP), limit is %s MP",
+			dims, megapixels(pixels), megapixels(im.cfg.MaxPixels)), nil)
+	}
+	return nil
+}
+
+// writeVariant encodes img as WebP into outDir/<quality>.webp.
+func (im *Images) writeVariant(img *vips.Image, quality string, q int, outDir string) (ImageVariant, error) {
+	data, err := img.WebP(q, im.cfg.Effort)
+	if err != nil {
+		return ImageVariant{}, internal("encoding "+quality+" webp", err)
+	}
+	path := filepath.Join(outDir, quality+".webp")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return ImageVariant{}, internal("writing "+quality+" webp", err)
+	}
+	return ImageVariant{
+		Quality: quality,
+		Path:    path,
+		Width:   img.Width(),
+		Height:  img.Height(),
+		Size:    int64(len(data)),
+	}, nil
+}
+
+// formatName turns a loader nickname ("jpegload", "heifload_source") into a format name ("jpeg").
+func formatName(loader string) string {
+	name, _, _ := strings.Cut(loader, "load")
+	if name == "" {
+		return loader
+	}
+	return name
+}
+
+// megapixels formats a pixel count in megapixels: whole numbers without decimals, others with one.
+func megapixels(pixels int64) string {
+	if pixels%1_000_000 == 0 {
+		return fmt.Sprintf("%d", pixels/1_000_000)
+	}
+	return fmt.Sprintf("%.1f", float64(pixels)/1e6)
+}

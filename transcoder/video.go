@@ -1,0 +1,625 @@
+package transcoder
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// VideoConfig sets the tools, limits and output of video transforms.
+type VideoConfig struct {
+	// FFmpeg and FFprobe are the programs to run: a path, or a name looked up in PATH.
+	FFmpeg, FFprobe string
+	// MaxHeight caps the output's short edge (the height of a landscape video, the width of a portrait
+	// one), so "1080p" means the same for phone videos shot upright. Videos are never enlarged.
+	MaxHeight int
+	// CRF and Preset are libx264's quality (0-51, lower is better) and speed preset.
+	CRF    int
+	Preset string
+	// AudioBitrate is the AAC bitrate, e.g. "128k".
+	AudioBitrate string
+	// Threads caps ffmpeg's decoder, filter and encoder threads per job.
+	Threads int
+	// MaxDuration refuses longer inputs (by their container's duration) and also stops reading any
+	// input at that point, in case the container lies.
+	MaxDuration time.Duration
+	// MaxPixels refuses inputs whose frames are larger (width × height).
+	MaxPixels int64
+	// HLS adds an HLS VOD rendition (index.m3u8 and MPEG-TS segments of HLSSegment) remuxed from the MP4.
+	HLS        bool
+	HLSSegment time.Duration
+	// MaxOutputBytes caps the MP4 (ffmpeg -fs); an input that would exceed it is refused.
+	MaxOutputBytes int64
+}
+
+// DefaultVideoConfig returns the defaults: ffmpeg/ffprobe from PATH, ≤1080p H.264 CRF 23 veryfast,
+// AAC 128k, 2 threads, at most 1 hour and 8K (7680×4320) in, at most 4 GiB out, HLS off (6 s segments
+// when on).
+func DefaultVideoConfig() VideoConfig {
+	return VideoConfig{
+		FFmpeg:         "ffmpeg",
+		FFprobe:        "ffprobe",
+		MaxHeight:      1080,
+		CRF:            23,
+		Preset:         "veryfast",
+		AudioBitrate:   "128k",
+		Threads:        2,
+		MaxDuration:    time.Hour,
+		MaxPixels:      7680 * 4320,
+		HLSSegment:     6 * time.Second,
+		MaxOutputBytes: 4 << 30,
+	}
+}
+
+var (
+	x264Presets  = []string{"ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"}
+	bitrateRegex = regexp.MustCompile(`^[1-9][0-9]*k$`)
+)
+
+// Validate reports the first setting that is out of range.
+func (c VideoConfig) Validate() error {
+	switch {
+	case c.FFmpeg == "" || c.FFprobe == "":
+		return errors.New("ffmpeg and ffprobe programs must be set")
+	case c.MaxHeight < 2:
+		return fmt.Errorf("video max height must be at least 2, got %d", c.MaxHeight)
+	case c.CRF < 0 || c.CRF > 51:
+		return fmt.Errorf("video crf must be 0-51, got %d", c.CRF)
+	case !slices.Contains(x264Presets, c.Preset):
+		return fmt.Errorf("video preset must be one of %s, got %q", strings.Join(x264Presets, ", "), c.Preset)
+	case !bitrateRegex.MatchString(c.AudioBitrate):
+		return fmt.Errorf("audio bitrate must look like 128k, got %q", c.AudioBitrate)
+	case c.Threads < 1:
+		return fmt.Errorf("video threads must be at least 1, got %d", c.Threads)
+	case c.MaxDuration <= 0:
+		return fmt.Errorf("video max duration must be positive, got %s", c.MaxDuration)
+	case c.MaxPixels <= 0:
+		return fmt.Errorf("video max pixels must be positive, got %d", c.MaxPixels)
+	case c.HLS && c.HLSSegment < time.Second:
+		return fmt.Errorf("hls segment must be at least 1s, got %s", c.HLSSegment)
+	case c.MaxOutputBytes <= 0:
+		return fmt.Errorf("video max output bytes must be positive, got %d", c.MaxOutputBytes)
+	}
+	return nil
+}
+
+// VideoInfo describes a video file as ffprobe sees it.
+type VideoInfo struct {
+	Duration      float64 // seconds; 0 when the container does not say (e.g. some browser recordings)
+	Width, Height int     // as displayed (rotation applied)
+	VideoCodec    string  // e.g. "h264"
+	AudioCodec    string  // "" without audio
+	Container     string  // mp4, mov, matroska or webm
+	HasAudio      bool
+}
+
+// VideoResult describes the source and the files written from it.
+type VideoResult struct {
+	Source VideoInfo
+
+	MP4Path string // outDir/video.mp4
+	MP4     VideoInfo
+
+	PosterPath string // outDir/poster.jpg, "" if the poster failed
+	PosterErr  error  // why the poster failed: a warning, not a failure of the job
+
+	HLSDir   string   // outDir/hls when HLS is on
+	HLSFiles []string // HLSDir/index.m3u8 first, then the segments in order
+}
+
+// Fixed names inside the job's output directory: nothing in a path comes from the upload.
+const (
+	mp4Name        = "video.mp4"
+	posterName     = "poster.jpg"
+	hlsDirName     = "hls"
+	hlsIndexName   = "index.m3u8"
+	hlsSegmentName = "seg_%03d.ts"
+)
+
+const (
+	// inputFormats are the only demuxers ffmpeg may use on an upload. The whitelist also applies
+	// to nested demuxers, which is what stops an .mp4-named ffconcat, HLS or image2 file from making
+	// ffmpeg read other local files (-protocol_whitelist file alone does not).
+	inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm"
+	// maxAlloc caps any single allocation ffmpeg makes, so a header asking for a huge buffer fails
+	// instead of exhausting memory. An 8K frame is about 50 MB.
+	maxAlloc = "536870912"
+	// posterWidth caps the poster's width.
+	posterWidth = 1280
+	// maxProbeOutput bounds ffprobe's JSON; a real file's is a few kilobytes.
+	maxProbeOutput = 1 << 20
+	// stderrTail is how much of a tool's stderr is kept for the error message.
+	stderrTail = 4096
+)
+
+// Videos transforms videos with ffmpeg. It is safe for concurrent use.
+type Videos struct {
+	cfg             VideoConfig
+	ffmpeg, ffprobe string // absolute paths
+}
+
+// NewVideos checks cfg and finds the ffmpeg and ffprobe programs.
+func NewVideos(cfg VideoConfig) (*Videos, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating video config: %w", err)
+	}
+	ffmpeg, err := exec.LookPath(cfg.FFmpeg)
+	if err != nil {
+		return nil, fmt.Errorf("finding ffmpeg: %w", err)
+	}
+	ffprobe, err := exec.LookPath(cfg.FFprobe)
+	if err != nil {
+		return nil, fmt.Errorf("finding ffprobe: %w", err)
+	}
+	// Absolute paths: the tools run with the job's directory as working directory.
+	if ffmpeg, err = filepath.Abs(ffmpeg); err != nil {
+		return nil, fmt.Errorf("finding ffmpeg: %w", err)
+	}
+	if ffprobe, err = filepath.Abs(ffprobe); err != nil {
+		return nil, fmt.Errorf("finding ffprobe: %w", err)
+	}
+	return &Videos{cfg: cfg, ffmpeg: ffmpeg, ffprobe: ffprobe}, nil
+}
+
+// Probe describes the video at path and checks it against the limits: an unreadable or unsupported
+// file, one without a video stream, or one over the duration or frame size limit is bad input.
+func (v *Videos) Probe(ctx context.Context, path string) (VideoInfo, error) {
+	p, err := v.probe(ctx, path)
+	if err != nil {
+		return VideoInfo{}, err
+	}
+	if err := v.checkLimits(p); err != nil {
+		return VideoInfo{}, err
+	}
+	return p.info, nil
+}
+
+// Transform writes outDir/video.mp4 (H.264/AAC, fast start, at most MaxHeight on the short edge),
+// outDir/poster.jpg and, with HLS on, outDir/hls/, from srcPath.
+func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoResult, error) {
+	if err := ctx.Err(); err != nil {
+		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
+	}
+	src, err := filepath.Abs(srcPath)
+	if err != nil {
+		return VideoResult{}, internal("opening video", err)
+	}
+	if st, err := os.Stat(src); err != nil {
+		return VideoResult{}, internal("opening video", err)
+	} else if !st.Mode().IsRegular() {
+		return VideoResult{}, internal("opening video", fmt.Errorf("%s is not a regular file", src))
+	}
+	if outDir, err = filepath.Abs(outDir); err != nil {
+		return VideoResult{}, internal("opening output directory", err)
+	}
+
+	p, err := v.probe(ctx, src)
+	if err != nil {
+		return VideoResult{}, err
+	}
+	if err := v.checkLimits(p); err != nil {
+		return VideoResult{}, err
+	}
+	res := VideoResult{Source: p.info, MP4Path: filepath.Join(outDir, mp4Name)}
+
+	if err := v.encode(ctx, src, p, outDir, res.MP4Path); err != nil {
+		return VideoResult{}, err
+	}
+	out, err := v.probe(ctx, res.MP4Path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return VideoResult{}, err
+		}
+		return VideoResult{}, internal("probing the encoded video", err)
+	}
+	res.MP4 = out.info
+	if err := v.checkOutput(res.MP4Path, p.info, out.info); err != nil {
+		return VideoResult{}, err
+	}
+
+	res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, out.info.Duration, outDir)
+	if ctx.Err() != nil {
+		return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
+	}
+
+	if v.cfg.HLS {
+		res.HLSDir = filepath.Join(outDir, hlsDirName)
+		if res.HLSFiles, err = v.hls(ctx, res.MP4Path, outDir, res.HLSDir); err != nil {
+			return VideoResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// probed is ffprobe's view of a file: the public description plus what the encode needs.
+type probed struct {
+	info        VideoInfo
+	videoStream int // absolute stream index, -1 if none
+	audioStream int // absolute stream index, -1 if none
+	channels    int
+}
+
+// probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
+// whitelist) is bad input; so is one without a video stream.
+func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
+	args := []string{
+		"-hide_banner", "-loglevel", "error",
+		"-max_alloc", maxAlloc,
+		"-protocol_whitelist", "file",
+		"-format_whitelist", inputFormats,
+		"-print_format", "json", "-show_format", "-show_streams",
+		"file:" + path,
+	}
+	stdout := &limitedBuffer{max: maxProbeOutput}
+	if err := v.run(ctx, filepath.Dir(path), v.ffprobe, args, stdout); err != nil {
+		if ctx.Err() != nil {
+			return probed{}, fmt.Errorf("probing video: %w", ctx.Err())
+		}
+		var te *toolError
+		if errors.As(err, &te) && te.exitCode > 0 {
+			return probed{}, badInput("not a supported video (mp4, mov, mkv or webm)", err)
+		}
+		return probed{}, internal("probing video", err)
+	}
+	if stdout.overflow {
+		return probed{}, badInput("probing video", errors.New("ffprobe described more than 1 MiB of streams"))
+	}
+
+	var raw struct {
+		Format struct {
+			FormatName string            `json:"format_name"`
+			Duration   string            `json:"duration"`
+			Tags       map[string]string `json:"tags"`
+		} `json:"format"`
+		Streams []struct {
+			Index       int               `json:"index"`
+			CodecType   string            `json:"codec_type"`
+			CodecName   string            `json:"codec_name"`
+			Width       int               `json:"width"`
+			Height      int               `json:"height"`
+			Channels    int               `json:"channels"`
+			Disposition map[string]int    `json:"disposition"`
+			Tags        map[string]string `json:"tags"`
+			SideData    []struct {
+				Rotation float64 `json:"rotation"`
+			} `json:"side_data_list"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &raw); err != nil {
+		return probed{}, internal("parsing ffprobe output", err)
+	}
+
+	p := probed{videoStream: -1, audioStream: -1}
+	p.info.Duration, _ = strconv.ParseFloat(raw.Format.Duration, 64)
+	if math.IsNaN(p.info.Duration) || p.info.Duration < 0 {
+		p.info.Duration = 0
+	}
+	var codecs []string
+	for _, s := range raw.Streams {
+		switch {
+		case s.CodecType == "video" && s.Disposition["attached_pic"] == 0 && p.videoStream < 0:
+			// Cover art in mp4/mkv is a one-frame "video" stream marked attached_pic: skip it.
+			p.videoStream = s.Index
+			p.info.VideoCodec = s.CodecName
+			p.info.Width, p.info.Height = s.Width, s.Height
+			rotation := 0.0
+			if len(s.SideData) > 0 {
+				rotation = s.SideData[0].Rotation
+			} else if r, err := strconv.ParseFloat(s.Tags["rotate"], 64); err == nil {
+				rotation = r
+			}
+			if int(math.Abs(rotation))%180 == 90 {
+				p.info.Width, p.info.Height = s.Height, s.Width
+			}
+			codecs = append(codecs, s.CodecName)
+		case s.CodecType == "audio" && p.audioStream < 0:
+			p.audioStream = s.Index
+			p.info.AudioCodec = s.CodecName
+			p.info.HasAudio = true
+			p.channels = s.Channels
+			codecs = append(codecs, s.CodecName)
+		}
+	}
+	p.info.Container = containerName(raw.Format.FormatName, raw.Format.Tags["major_brand"], codecs)
+	if p.videoStream < 0 {
+		return probed{}, badInput("the file has no video stream", nil)
+	}
+	return p, nil
+}
+
+// containerName names the container the way people do: ffprobe reports one demuxer for the whole
+// mp4/mov family and one for matroska/webm.
+func containerName(formatName, brand string, codecs []string) string {
+	switch {
+	case strings.HasPrefix(formatName, "mov,"):
+		if strings.TrimSpace(brand) == "qt" {
+			return "mov"
+		}
+		return "mp4"
+	case strings.HasPrefix(formatName, "matroska"):
+		for _, c := range codecs {
+			if !slices.Contains([]string{"vp8", "vp9", "av1", "opus", "vorbis"}, c) {
+				return "matroska"
+			}
+		}
+		return "webm"
+	}
+	return formatName
+}
+
+// checkLimits refuses inputs over the duration or frame size limit.
+func (v *Videos) checkLimits(p probed) error {
+	i := p.info
+	if i.Width <= 0 || i.Height <= 0 {
+		return badInput("the video stream has no frame size", nil)
+	}
+	if px := int64(i.Width) * int64(i.Height); px > v.cfg.MaxPixels {
+		return badInput(fmt.Sprintf("video is %d×%d (%s MP per frame), limit is %s MP",
+			i.Width, i.Height, megapixels(px), megapixels(v.cfg.MaxPixels)), nil)
+	}
+	if d := time.Duration(i.Duration * float64(time.Second)); d > v.cfg.MaxDuration {
+		return badInput(fmt.Sprintf("video is %s long, limit is %s", d.Round(time.Second), v.cfg.MaxDuration), nil)
+	}
+	return nil
+}
+
+// encode runs the H.264/AAC transcode of the probed streams into mp4.
+func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 string) error {
+	threads := strconv.Itoa(v.cfg.Threads)
+	args := v.inputArgs(src)
+	args = append(args, "-map", fmt.Sprintf("0:%d", p.videoStream))
+	if p.audioStream >= 0 {
+		args = append(args, "-map", fmt.Sprintf("0:%d", p.audioStream))
+	}
+	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge. ffmpeg
+	// has already applied any rotation, so iw×ih is the displayed size.
+	m := strconv.Itoa(v.cfg.MaxHeight)
+	scale := fmt.Sprintf("scale=w='if(gte(iw,ih),-2,min(%s,trunc(iw/2)*2))':h='if(gte(iw,ih),min(%s,trunc(ih/2)*2),-2)'", m, m)
+	args = append(args,
+		"-filter_threads", threads,
+		"-vf", scale,
+		"-c:v", "libx264", "-preset", v.cfg.Preset, "-crf", strconv.Itoa(v.cfg.CRF),
+		"-pix_fmt", "yuv420p", "-profile:v", "high",
+		"-threads", threads,
+	)
+	if v.cfg.HLS {
+		// A keyframe at every segment boundary, so the HLS remux cuts even segments.
+		args = append(args, "-force_key_frames",
+			fmt.Sprintf("expr:gte(t,n_forced*%g)", v.cfg.HLSSegment.Seconds()))
+	}
+	if p.audioStream >= 0 {
+		args = append(args, "-c:a", "aac", "-b:a", v.cfg.AudioBitrate)
+		if p.channels > 2 {
+			args = append(args, "-ac", "2") // browsers and phones play stereo everywhere
+		}
+	}
+	args = append(args,
+		// Metadata (GPS position, device, names) stays behind, as it does for images.
+		"-map_metadata", "-1", "-map_chapters", "-1",
+		"-movflags", "+faststart",
+		"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
+		"-f", "mp4", "-y", "file:"+mp4,
+	)
+	if err := v.run(ctx, outDir, v.ffmpeg, args, nil); err != nil {
+		return classifyFFmpeg(ctx, "transcoding video", err)
+	}
+	return nil
+}
+
+// inputArgs are ffmpeg's options for reading an untrusted file, ending with -i.
+func (v *Videos) inputArgs(src string) []string {
+	threads := strconv.Itoa(v.cfg.Threads)
+	return []string{
+		"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
+		"-max_alloc", maxAlloc,
+		"-threads", threads,
+		"-protocol_whitelist", "file",
+		"-format_whitelist", inputFormats,
+		"-t", strconv.FormatFloat(v.cfg.MaxDuration.Seconds(), 'f', -1, 64),
+		"-i", "file:" + src,
+	}
+}
+
+// checkOutput refuses results that show the input was bad: an MP4 cut off at the size cap, or one
+// much shorter than its source claimed to be (a truncated or corrupt input that ffmpeg decoded as far
+// as it could).
+func (v *Videos) checkOutput(mp4 string, src, out VideoInfo) error {
+	st, err := os.Stat(mp4)
+	if err != nil {
+		return internal("checking the encoded video", err)
+	}
+	if st.Size() >= v.cfg.MaxOutputBytes {
+		return badInput(fmt.Sprintf("the encoded video would be larger than the %d MiB limit",
+			v.cfg.MaxOutputBytes>>20), nil)
+	}
+	if src.Duration > 0 && out.Duration < src.Duration-math.Max(1, 0.1*src.Duration) {
+		return badInput(fmt.Sprintf("video is truncated or corrupt: only %.1f s of %.1f s could be decoded",
+			out.Duration, src.Duration), nil)
+	}
+	return nil
+}
+
+// poster writes outDir/poster.jpg from the encoded MP4 (already upright, scaled and known to decode):
+// a frame from 10% into the video or 1 s, whichever is earlier, falling back to the first frame.
+func (v *Videos) poster(ctx context.Context, mp4 string, duration float64, outDir string) (string, error) {
+	path := filepath.Join(outDir, posterName)
+	at := math.Min(0.1*duration, 1)
+	var err error
+	for _, seek := range []float64{at, 0} {
+		args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
+			"-max_alloc", maxAlloc, "-threads", strconv.Itoa(v.cfg.Threads),
+			"-protocol_whitelist", "file", "-format_whitelist", inputFormats}
+		if seek > 0 {
+			// -ss before -i seeks in the input (to the keyframe before, then decodes up to it).
+			args = append(args, "-ss", strconv.FormatFloat(seek, 'f', 3, 64))
+		}
+		args = append(args, "-i", "file:"+mp4,
+			"-map", "0:v:0", "-frames:v", "1",
+			"-vf", fmt.Sprintf("scale=w='min(%d,iw)':h=-2", posterWidth),
+			"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:"+path)
+		err = v.run(ctx, outDir, v.ffmpeg, args, nil)
+		if err == nil {
+			if st, serr := os.Stat(path); serr == nil && st.Size() > 0 {
+				return path, nil
+			}
+			err = errors.New("ffmpeg wrote no frame")
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	os.Remove(path)
+	return "", fmt.Errorf("making poster: %w", err)
+}
+
+// hls remuxes the MP4 into an HLS VOD playlist and MPEG-TS segments in hlsDir, without re-encoding.
+func (v *Videos) hls(ctx context.Context, mp4, outDir, hlsDir string) ([]string, error) {
+	if err := os.MkdirAll(hlsDir, 0o755); err != nil {
+		return nil, internal("making hls directory", err)
+	}
+	index := filepath.Join(hlsDir, hlsIndexName)
+	args := append(v.inputArgs(mp4),
+		"-map", "0", "-c", "copy",
+		"-f", "hls",
+		"-hls_time", strconv.FormatFloat(v.cfg.HLSSegment.Seconds(), 'f', -1, 64),
+		"-hls_playlist_type", "vod",
+		"-hls_segment_type", "mpegts",
+		"-hls_segment_filename", "file:"+filepath.Join(hlsDir, hlsSegmentName),
+		"-y", "file:"+index,
+	)
+	if err := v.run(ctx, outDir, v.ffmpeg, args, nil); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("making hls: %w", ctx.Err())
+		}
+		// The input is our own MP4: a failure here is not the upload's fault.
+		return nil, internal("making hls", err)
+	}
+	segments, err := filepath.Glob(filepath.Join(hlsDir, "seg_*.ts"))
+	if err != nil || len(segments) == 0 {
+		return nil, internal("making hls", fmt.Errorf("no segments written (%v)", err))
+	}
+	slices.Sort(segments) // seg_000.ts, seg_001.ts, ...: zero-padded, so lexical order is play order
+	return append([]string{index}, segments...), nil
+}
+
+// classifyFFmpeg turns a failed ffmpeg run on an upload into an error. The input has passed ffprobe,
+// so a failure is the input's fault unless the system is: out of disk, read-only, out of file
+// descriptors, an I/O error, or ffmpeg killed by a signal we did not send (the OOM killer). ENOMEM is
+// the input's: -max_alloc turns a header's absurd allocation into "Cannot allocate memory".
+func classifyFFmpeg(ctx context.Context, step string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", step, ctx.Err())
+	}
+	var te *toolError
+	if !errors.As(err, &te) || te.exitCode < 0 {
+		return internal(step, err)
+	}
+	for _, sys := range []string{"No space left on device", "Read-only file system", "Too many open files",
+		"Input/output error", "Permission denied", "Disk quota exceeded"} {
+		if strings.Contains(te.stderr, sys) {
+			return internal(step, err)
+		}
+	}
+	return badInput(step, err)
+}
+
+// toolError is a tool that ran and failed.
+type toolError struct {
+	tool     string
+	exitCode int // -1 when killed by a signal
+	stderr   string
+}
+
+// logContext is the "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55d0c0a8c2c0] " prefix of ffmpeg's log lines.
+var logContext = regexp.MustCompile(`\[[^\]]* @ 0x[0-9a-f]+\] `)
+
+func (e *toolError) Error() string {
+	msg := strings.TrimSpace(logContext.ReplaceAllString(e.stderr, ""))
+	msg = strings.ReplaceAll(msg, "\n", "; ")
+	if msg == "" {
+		msg = "no message"
+	}
+	if e.exitCode < 0 {
+		return fmt.Sprintf("%s was killed: %s", e.tool, msg)
+	}
+	return fmt.Sprintf("%s exited with status %d: %s", e.tool, e.exitCode, msg)
+}
+
+// run runs one tool on untrusted input: in dir (the job's scratch directory), with only PATH in its
+// environment, stdin from /dev/null, in its own process group that is killed as a whole when ctx
+// ends, stderr's tail kept for the error.
+func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout *limitedBuffer) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The negative pid is the process group: ffmpeg and anything it started.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	// After the kill, don't wait long for pipes a leftover process might hold open.
+	cmd.WaitDelay = 5 * time.Second
+	stderr := &tailBuffer{max: stderrTail}
+	cmd.Stderr = stderr
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	tool := filepath.Base(bin)
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &toolError{tool: tool, exitCode: ee.ExitCode(), stderr: stderr.String()}
+	}
+	return fmt.Errorf("running %s: %w", tool, err)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
+
+// limitedBuffer keeps the first max bytes written to it and notes whether there were more.
+type limitedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := b.max - b.Len(); n > room {
+		b.overflow = true
+		p = p[:max(room, 0)]
+	}
+	b.Buffer.Write(p)
+	return n, nil // the rest is dropped, not an error: the tool must not block or fail on it
+}

@@ -1,0 +1,454 @@
+package transcoder_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/transcoder"
+)
+
+func newVideos(t *testing.T, cfg transcoder.VideoConfig) *transcoder.Videos {
+	t.Helper()
+	testenv.RequireBinary(t, "ffmpeg")
+	testenv.RequireBinary(t, "ffprobe")
+	v, err := transcoder.NewVideos(cfg)
+	if err != nil {
+		t.Fatalf("NewVideos: %v", err)
+	}
+	return v
+}
+
+// checkMP4 ffprobes the encoded video: H.264 yuv420p (plus AAC when wantAudio), wantW×wantH, moov
+// before mdat, and the result's description matching the file.
+func checkMP4(t *testing.T, res transcoder.VideoResult, outDir string, wantW, wantH int, wantAudio bool) testenv.ProbeResult {
+	t.Helper()
+	if res.MP4Path != filepath.Join(outDir, "video.mp4") {
+		t.Errorf("MP4 at %s, want %s", res.MP4Path, filepath.Join(outDir, "video.mp4"))
+	}
+	p := testenv.FFprobe(t, res.MP4Path)
+	if !strings.Contains(p.FormatName, "mp4") {
+		t.Errorf("format %q, want mp4", p.FormatName)
+	}
+	v := p.Stream("video")
+	if v == nil || v.CodecName != "h264" || v.PixFmt != "yuv420p" || v.Width != wantW || v.Height != wantH {
+		t.Errorf("video stream %+v, want h264 yuv420p %dx%d", v, wantW, wantH)
+	}
+	a := p.Stream("audio")
+	if wantAudio && (a == nil || a.CodecName != "aac") {
+		t.Errorf("audio stream %+v, want aac", a)
+	}
+	if !wantAudio && a != nil {
+		t.Errorf("audio stream %+v, want none", a)
+	}
+	if len(p.Streams) != 1+btoi(wantAudio) {
+		t.Errorf("%d streams, want %d", len(p.Streams), 1+btoi(wantAudio))
+	}
+	atoms := testenv.MP4Atoms(t, res.MP4Path)
+	moov, mdat := slices.Index(atoms, "moov"), slices.Index(atoms, "mdat")
+	if moov < 0 || mdat < 0 || moov > mdat {
+		t.Errorf("top-level atoms %v: want moov before mdat (fast start)", atoms)
+	}
+	m := res.MP4
+	if m.Width != wantW || m.Height != wantH || m.VideoCodec != "h264" || m.Container != "mp4" || m.HasAudio != wantAudio {
+		t.Errorf("result describes the MP4 as %+v", m)
+	}
+	return p
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func checkPoster(t *testing.T, res transcoder.VideoResult, outDir string, wantW, wantH int) {
+	t.Helper()
+	if res.PosterErr != nil || res.PosterPath != filepath.Join(outDir, "poster.jpg") {
+		t.Fatalf("poster %q, error %v", res.PosterPath, res.PosterErr)
+	}
+	info := testenv.DecodeImage(t, res.PosterPath)
+	if info.Loader != "jpegload" || info.Width != wantW || info.Height != wantH {
+		t.Errorf("poster is %dx%d (%s), want a %dx%d JPEG", info.Width, info.Height, info.Loader, wantW, wantH)
+	}
+}
+
+func TestVideo1080pMOV(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	src := source1080p10s(t)
+	srcProbe := testenv.FFprobe(t, src)
+	out := t.TempDir()
+
+	start := time.Now()
+	res, err := v.Transform(context.Background(), src, out)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("Transform: %v", err)
+	}
+	t.Logf("10 s 1080p MOV → MP4 + poster in %s", elapsed)
+
+	s := res.Source
+	if s.Container != "mov" || s.VideoCodec != "h264" || s.AudioCodec != "aac" || !s.HasAudio ||
+		s.Width != 1920 || s.Height != 1080 || math.Abs(s.Duration-10) > 0.1 {
+		t.Errorf("source described as %+v", s)
+	}
+	p := checkMP4(t, res, out, 1920, 1080, true)
+	if d := p.Duration - srcProbe.Duration; math.Abs(d) > 0.1 {
+		t.Errorf("MP4 lasts %.3f s, source %.3f s", p.Duration, srcProbe.Duration)
+	}
+	if math.Abs(res.MP4.Duration-p.Duration) > 0.001 {
+		t.Errorf("result says %.3f s, file has %.3f s", res.MP4.Duration, p.Duration)
+	}
+	checkPoster(t, res, out, 1280, 720)
+	if res.HLSDir != "" || res.HLSFiles != nil {
+		t.Errorf("HLS output %q %v with HLS off", res.HLSDir, res.HLSFiles)
+	}
+}
+
+func TestVideoScaling(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	for _, tc := range []struct {
+		name         string
+		w, h         int
+		wantW, wantH int
+	}{
+		{"1440p is scaled to 1080p", 2560, 1440, 1920, 1080},
+		{"4K is scaled to 1080p", 3840, 2160, 1920, 1080},
+		{"portrait caps the short edge", 1440, 2560, 1080, 1920},
+		{"small is not enlarged", 640, 360, 640, 360},
+		{"odd sizes become even", 641, 361, 640, 360},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := testenv.MakeVideo(t, t.TempDir(), "src.mp4", testenv.VideoOpts{
+				Width: tc.w, Height: tc.h, Seconds: 1, FPS: 5, ACodec: "aac", Container: "mp4",
+			})
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			checkMP4(t, res, out, tc.wantW, tc.wantH, true)
+			pw, ph := tc.wantW, tc.wantH
+			if pw > 1280 {
+				pw, ph = 1280, tc.wantH*1280/tc.wantW
+			}
+			checkPoster(t, res, out, pw, ph)
+		})
+	}
+}
+
+func TestVideoOtherInputs(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	for _, tc := range []struct {
+		name      string
+		opts      testenv.VideoOpts
+		container string
+	}{
+		{"h264 without audio in mp4", testenv.VideoOpts{VCodec: "h264", Container: "mp4"}, "mp4"},
+		{"mjpeg and aac in mov", testenv.VideoOpts{VCodec: "mjpeg", ACodec: "aac", Container: "mov"}, "mov"},
+		{"vp9 and opus in webm", testenv.VideoOpts{VCodec: "vp9", ACodec: "opus", Container: "webm"}, "webm"},
+		{"hevc and aac in mkv", testenv.VideoOpts{VCodec: "hevc", ACodec: "aac", Container: "mkv"}, "matroska"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := testenv.MakeVideo(t, t.TempDir(), "upload.bin", tc.opts)
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			hasAudio := tc.opts.ACodec != ""
+			if res.Source.Container != tc.container || res.Source.HasAudio != hasAudio {
+				t.Errorf("source described as %+v, want container %s, audio %v", res.Source, tc.container, hasAudio)
+			}
+			checkMP4(t, res, out, 320, 240, hasAudio)
+			checkPoster(t, res, out, 320, 240)
+		})
+	}
+}
+
+// TestVideoRotated: a phone video shot upright is stored landscape with a rotation; the MP4 and poster
+// come out upright, with no rotation left for players to apply twice.
+func TestVideoRotated(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	src := testenv.MakeVideo(t, t.TempDir(), "portrait.mov", testenv.VideoOpts{
+		Width: 640, Height: 360, ACodec: "aac", Rotate90: true,
+	})
+	out := t.TempDir()
+	res, err := v.Transform(context.Background(), src, out)
+	if err != nil {
+		t.Fatalf("Transform: %v", err)
+	}
+	if res.Source.Width != 360 || res.Source.Height != 640 {
+		t.Errorf("source described as %dx%d, want 360x640 as displayed", res.Source.Width, res.Source.Height)
+	}
+	checkMP4(t, res, out, 360, 640, true)
+	checkPoster(t, res, out, 360, 640)
+	rotated, err := exec.Command("ffprobe", "-v", "error", "-select_streams", "v:0",
+		"-show_entries", "stream_side_data=rotation:stream_tags=rotate", "-of", "csv=p=0", res.MP4Path).Output()
+	if err != nil || strings.TrimSpace(string(rotated)) != "" {
+		t.Errorf("MP4 still carries a rotation: %q (%v)", rotated, err)
+	}
+}
+
+func TestVideoBadInputs(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// A valid video the attack file points at: if ffmpeg followed the reference, the transform
+	// would succeed.
+	testenv.MakeVideo(t, dir, "other.mp4", testenv.VideoOpts{Container: "mp4"})
+	concat := write("upload.mp4", "ffconcat version 1.0\nfile 'other.mp4'\n")
+	if p := testenv.FFprobe(t, concat); p.FormatName != "concat" || p.Stream("video") == nil {
+		t.Fatalf("control: plain ffprobe should read the ffconcat file as concat with video, got %+v", p)
+	}
+
+	faststart := testenv.MakeVideo(t, dir, "whole.mp4", testenv.VideoOpts{Seconds: 4, Container: "mp4", FastStart: true})
+	data, err := os.ReadFile(faststart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := write("truncated.mp4", string(data[:len(data)/3]))
+
+	for _, tc := range []struct {
+		name, path, wantMsg string
+	}{
+		{"text named .mp4", write("notes.mp4", "this is not a video\n"), "not a supported video"},
+		{"empty", write("empty.mp4", ""), "not a supported video"},
+		{"ffconcat named .mp4", concat, "not a supported video"},
+		{"avi container", testenv.MakeVideo(t, dir, "clip.avi", testenv.VideoOpts{Container: "avi"}), "not a supported video"},
+		{"mpeg-ts container", testenv.MakeVideo(t, dir, "clip.ts", testenv.VideoOpts{Container: "mpegts"}), "not a supported video"},
+		{"audio only", testenv.MakeAudio(t, dir, "song.m4a", 1), "the file has no video stream"},
+		{"jpeg named .mp4", testenv.MakeJPEG(t, dir, 320, 240), "not a supported video"},
+		{"truncated mp4", truncated, "video is truncated or corrupt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Transform(context.Background(), tc.path, t.TempDir())
+			if !transcoder.IsBadInput(err) {
+				t.Fatalf("got %v, want a bad-input error", err)
+			}
+			if !strings.HasPrefix(err.Error(), tc.wantMsg) {
+				t.Errorf("error %q, want it to start with %q", err, tc.wantMsg)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
+
+func TestVideoLimits(t *testing.T) {
+	src := testenv.MakeVideo(t, t.TempDir(), "src.mp4", testenv.VideoOpts{Seconds: 3, Container: "mp4"})
+
+	cfg := transcoder.DefaultVideoConfig()
+	cfg.MaxDuration = 2 * time.Second
+	_, err := newVideos(t, cfg).Probe(context.Background(), src)
+	if !transcoder.IsBadInput(err) || err.Error() != "video is 3s long, limit is 2s" {
+		t.Errorf("duration limit: got %v", err)
+	}
+
+	cfg = transcoder.DefaultVideoConfig()
+	cfg.MaxPixels = 320*240 - 1
+	_, err = newVideos(t, cfg).Transform(context.Background(), src, t.TempDir())
+	if !transcoder.IsBadInput(err) || !strings.HasPrefix(err.Error(), "video is 320×240 (0.1 MP per frame), limit is") {
+		t.Errorf("pixel limit: got %v", err)
+	}
+
+	cfg = transcoder.DefaultVideoConfig()
+	cfg.MaxOutputBytes = 20_000
+	_, err = newVideos(t, cfg).Transform(context.Background(), src, t.TempDir())
+	if !transcoder.IsBadInput(err) || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("output limit: got %v", err)
+	}
+
+	info, err := newVideos(t, transcoder.DefaultVideoConfig()).Probe(context.Background(), src)
+	if err != nil || info.Width != 320 || info.Height != 240 || info.VideoCodec != "h264" || info.HasAudio ||
+		math.Abs(info.Duration-3) > 0.1 {
+		t.Errorf("Probe = %+v, %v", info, err)
+	}
+}
+
+func TestVideoHLS(t *testing.T) {
+	cfg := transcoder.DefaultVideoConfig()
+	cfg.HLS = true
+	cfg.HLSSegment = time.Second
+	v := newVideos(t, cfg)
+	src := testenv.MakeVideo(t, t.TempDir(), "src.mov", testenv.VideoOpts{Seconds: 4, ACodec: "aac"})
+	out := t.TempDir()
+	res, err := v.Transform(context.Background(), src, out)
+	if err != nil {
+		t.Fatalf("Transform: %v", err)
+	}
+	checkMP4(t, res, out, 320, 240, true)
+
+	hlsDir := filepath.Join(out, "hls")
+	if res.HLSDir != hlsDir || len(res.HLSFiles) < 3 || res.HLSFiles[0] != filepath.Join(hlsDir, "index.m3u8") {
+		t.Fatalf("HLS dir %q files %v: want %s/index.m3u8 then at least 2 segments", res.HLSDir, res.HLSFiles, hlsDir)
+	}
+	playlist, err := os.ReadFile(res.HLSFiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(playlist), "#EXT-X-PLAYLIST-TYPE:VOD") || !strings.Contains(string(playlist), "#EXT-X-ENDLIST") {
+		t.Errorf("playlist is not a complete VOD playlist:\n%s", playlist)
+	}
+	var listed []string
+	var total float64
+	sc := bufio.NewScanner(strings.NewReader(string(playlist)))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if d, ok := strings.CutPrefix(line, "#EXTINF:"); ok {
+			secs, err := strconv.ParseFloat(strings.TrimSuffix(d, ","), 64)
+			if err != nil {
+				t.Errorf("bad EXTINF line %q", line)
+			}
+			total += secs
+		}
+		if line != "" && !strings.HasPrefix(line, "#") {
+			listed = append(listed, filepath.Join(hlsDir, line)) // relative to the playlist
+		}
+	}
+	if !slices.Equal(listed, res.HLSFiles[1:]) {
+		t.Errorf("playlist lists %v, result has %v", listed, res.HLSFiles[1:])
+	}
+	if math.Abs(total-4) > 0.2 {
+		t.Errorf("segments add up to %.2f s, want about 4", total)
+	}
+	for _, seg := range res.HLSFiles[1:] {
+		p := testenv.FFprobe(t, seg)
+		if p.FormatName != "mpegts" || p.Stream("video") == nil || p.Stream("video").CodecName != "h264" || p.Stream("audio") == nil {
+			t.Errorf("segment %s: %+v", seg, p)
+		}
+	}
+}
+
+// TestVideoCancelKillsFFmpeg cancels a transcode while ffmpeg runs and checks that nothing of its
+// process group is left.
+func TestVideoCancelKillsFFmpeg(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	src := source1080p10s(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Transform(ctx, src, t.TempDir())
+		done <- err
+	}()
+
+	var pgid int
+	testenv.Eventually(t, 10*time.Second, func() error {
+		for _, p := range processes(t) {
+			if p.ppid == os.Getpid() && p.comm == "ffmpeg" {
+				pgid = p.pgid
+				return nil
+			}
+		}
+		return errors.New("ffmpeg has not started")
+	})
+	if pgid == os.Getpid() || pgid == 0 {
+		t.Fatalf("ffmpeg runs in process group %d, want its own", pgid)
+	}
+	cancel()
+
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || transcoder.IsBadInput(err) {
+			t.Errorf("Transform returned %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Transform did not return within 10s of the cancel")
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		for _, p := range processes(t) {
+			if p.pgid == pgid {
+				return fmt.Errorf("process %d (%s) of group %d is still there", p.pid, p.comm, pgid)
+			}
+		}
+		return nil
+	})
+}
+
+type proc struct {
+	pid, ppid, pgid int
+	comm            string
+}
+
+// processes lists the processes in /proc (those that exit while being read are skipped).
+func processes(t *testing.T) []proc {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+		s := string(stat)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(s[close+1:])
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgid, _ := strconv.Atoi(f[2])
+		procs = append(procs, proc{pid: pid, ppid: ppid, pgid: pgid, comm: s[open+1 : close]})
+	}
+	return procs
+}
+
+func TestVideoConfigValidate(t *testing.T) {
+	if err := transcoder.DefaultVideoConfig().Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	for name, mutate := range map[string]func(*transcoder.VideoConfig){
+		"no ffmpeg":        func(c *transcoder.VideoConfig) { c.FFmpeg = "" },
+		"crf 52":           func(c *transcoder.VideoConfig) { c.CRF = 52 },
+		"unknown preset":   func(c *transcoder.VideoConfig) { c.Preset = "quick" },
+		"bitrate":          func(c *transcoder.VideoConfig) { c.AudioBitrate = "128" },
+		"zero threads":     func(c *transcoder.VideoConfig) { c.Threads = 0 },
+		"zero duration":    func(c *transcoder.VideoConfig) { c.MaxDuration = 0 },
+		"zero pixels":      func(c *transcoder.VideoConfig) { c.MaxPixels = 0 },
+		"zero output":      func(c *transcoder.VideoConfig) { c.MaxOutputBytes = 0 },
+		"tiny hls segment": func(c *transcoder.VideoConfig) { c.HLS, c.HLSSegment = true, time.Millisecond },
+		"max height 1":     func(c *transcoder.VideoConfig) { c.MaxHeight = 1 },
+	} {
+		c := transcoder.DefaultVideoConfig()
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, c)
+		}
+	}
+	c := transcoder.DefaultVideoConfig()
+	c.FFmpeg = "ffmpeg-that-does-not-exist"
+	if _, err := transcoder.NewVideos(c); err == nil {
+		t.Error("NewVideos accepted a missing ffmpeg")
+	}
+}

@@ -1,0 +1,404 @@
+// Package vips is mediaworker's own thin binding to libvips (8.14). It is the only cgo package in the
+// module and exposes just what the image transcoder needs: a header read, a shrink-on-load thumbnail of
+// the first page into memory, a resize of an in-memory image, and a WebP encode to a buffer.
+//
+// libvips is set up once per process (Init) for untrusted input: every loader is blocked except
+// jpeg, png, webp, gif, heif and tiff (and libvips' own "untrusted" operations stay blocked too), the
+// operation cache is off, and each operation gets a small thread pool so concurrency comes from the
+// number of image jobs, not from inside one job.
+//
+// libvips writes its temporary files (not used by the operations here for ordinary images) under
+// TMPDIR, which is process-global: the worker exports its --tmp-dir as TMPDIR at start.
+//
+// libvips' error buffer is global (shared by all threads, guarded by a lock inside libvips), not
+// per-thread, so runtime.LockOSThread would not help. Successful operations can leave messages in it
+// too (heifload logs "bad seek" on ordinary HEIC files), so each operation clears it first, and a
+// failing one takes it with vips_error_buffer_copy (copy and clear in one locked step). With jobs
+// running at once, a message can therefore lose its text (another job cleared it) or carry a
+// neighbour's: the text is for people only. Callers classify failures by the step that failed
+// (header, decode, resize, encode), never by parsing the message.
+package vips
+
+/*
+#cgo pkg-config: vips
+#include <stdlib.h>
+#include <string.h>
+#include <vips/vips.h>
+
+static void mw_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data) {
+}
+
+// mw_init starts libvips and locks it down for untrusted input. Called once.
+static int mw_init(int concurrency) {
+	if (VIPS_INIT("mediaworker"))
+		return -1;
+
+	// libvips prints warnings about the files it reads ("error in tile 0 x 360", "ignoring nclx
+	// profile") straight to stderr, outside the worker's structured log. Every failure that matters
+	// is returned as an error with libvips' message, so the warnings are dropped.
+	g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, mw_drop_log, NULL);
+
+	// No operation cache: every job opens different files, and a cache would keep decoded pixels
+	// and file descriptors of finished jobs alive.
+	vips_cache_set_max(0);
+	vips_cache_set_max_mem(0);
+	vips_cache_set_max_files(0);
+
+	vips_concurrency_set(concurrency);
+
+	// Block every loader, then allow the six formats the worker accepts. Blocking a class blocks its
+	// subclasses (file, buffer and source variants), and unblocking works the same way.
+	vips_block_untrusted_set(TRUE);
+	vips_operation_block_set("VipsForeignLoad", TRUE);
+	vips_operation_block_set("VipsForeignLoadJpeg", FALSE);
+	vips_operation_block_set("VipsForeignLoadPng", FALSE);
+	vips_operation_block_set("VipsForeignLoadWebp", FALSE);
+	vips_operation_block_set("VipsForeignLoadNsgif", FALSE);
+	vips_operation_block_set("VipsForeignLoadHeif", FALSE);
+	vips_operation_block_set("VipsForeignLoadTiff", FALSE);
+	return 0;
+}
+
+// mw_error takes the error buffer (copy and clear in one locked step). Free with g_free.
+static char *mw_error(void) {
+	return vips_error_buffer_copy();
+}
+
+typedef struct {
+	int width;
+	int height;
+	int pages;
+	int bands;
+	int has_alpha;
+	int orientation;
+	char loader[64];
+} mw_header;
+
+// mw_blocked reports whether the operation class named name (e.g. "VipsForeignLoadMatrixFile") is
+// blocked. vips_foreign_find_load() also returns blocked loaders; they only fail when run.
+static int mw_blocked(const char *name) {
+	GType type = g_type_from_name(name);
+	VipsOperationClass *class;
+	int blocked;
+
+	if (!type)
+		return 1;
+	class = VIPS_OPERATION_CLASS(g_type_class_ref(type));
+	blocked = (class->flags & VIPS_OPERATION_BLOCKED) != 0;
+	g_type_class_unref(class);
+	return blocked;
+}
+
+// mw_read_header opens path lazily (header only, no pixels are decoded) and fills h. It returns 1
+// when no loader recognises the file, 2 when only a blocked one does (its nickname is in
+// h->loader), -1 on other errors, 0 on success.
+static int mw_read_header(const char *path, mw_header *h) {
+	const char *loader;
+	VipsImage *im;
+	const char *nick = NULL;
+	int pages = 1;
+
+	vips_error_clear();
+	if (!(loader = vips_foreign_find_load(path)))
+		return 1;
+	if (mw_blocked(loader)) {
+		VipsObjectClass *class = VIPS_OBJECT_CLASS(g_type_class_ref(g_type_from_name(loader)));
+		g_strlcpy(h->loader, class->nickname, sizeof(h->loader));
+		g_type_class_unref(class);
+		return 2;
+	}
+
+	im = vips_image_new_from_file(path,
+		"access", VIPS_ACCESS_SEQUENTIAL,
+		"fail_on", VIPS_FAIL_ON_ERROR,
+		NULL);
+	if (!im)
+		return -1;
+
+	h->width = vips_image_get_width(im);
+	h->height = vips_image_get_page_height(im);
+	h->bands = vips_image_get_bands(im);
+	h->has_alpha = vips_image_hasalpha(im);
+	h->orientation = vips_image_get_orientation(im);
+
+	// Read n-pages directly: vips_image_get_n_pages() reports 1 for counts it finds implausible,
+	// which would hide exactly the files the page limit is for.
+	if (vips_image_get_typeof(im, VIPS_META_N_PAGES) &&
+		vips_image_get_int(im, VIPS_META_N_PAGES, &pages))
+		pages = 1;
+	h->pages = pages;
+
+	if (vips_image_get_typeof(im, VIPS_META_LOADER))
+		vips_image_get_string(im, VIPS_META_LOADER, &nick);
+	g_strlcpy(h->loader, nick ? nick : loader, sizeof(h->loader));
+
+	g_object_unref(im);
+	return 0;
+}
+
+// mw_drop_opaque_alpha replaces *im by its colour bands when its alpha band is fully opaque (GIFs
+// always decode with alpha, and many PNGs carry an unused one): the WebPs are smaller and HasAlpha
+// means the image really has transparency.
+static int mw_drop_opaque_alpha(VipsImage **im) {
+	VipsImage *alpha, *opaque;
+	double min, opaque_value;
+	int bands = (*im)->Bands;
+
+	if (!vips_image_hasalpha(*im))
+		return 0;
+	switch ((*im)->BandFmt) {
+	case VIPS_FORMAT_UCHAR:
+		opaque_value = 255;
+		break;
+	case VIPS_FORMAT_USHORT:
+		opaque_value = 65535;
+		break;
+	default:
+		return 0; // thumbnails are 8-bit; leave anything unusual as it is
+	}
+	if (vips_extract_band(*im, &alpha, bands - 1, NULL))
+		return -1;
+	if (vips_min(alpha, &min, NULL)) {
+		g_object_unref(alpha);
+		return -1;
+	}
+	g_object_unref(alpha);
+	if (min < opaque_value)
+		return 0;
+	if (vips_extract_band(*im, &opaque, 0, "n", bands - 1, NULL))
+		return -1;
+	g_object_unref(*im);
+	*im = opaque;
+	return 0;
+}
+
+// mw_thumbnail_file decodes the first page of path shrunk to fit size x size (never enlarged),
+// upright (EXIF orientation applied) and in sRGB, into memory.
+static VipsImage *mw_thumbnail_file(const char *path, int size) {
+	VipsImage *t = NULL;
+	VipsImage *mem;
+
+	vips_error_clear();
+	if (vips_thumbnail(path, &t, size,
+		"height", size,
+		"size", VIPS_SIZE_DOWN,
+		"fail_on", VIPS_FAIL_ON_ERROR,
+		"export_profile", "srgb",
+		NULL))
+		return NULL;
+	mem = vips_image_copy_memory(t);
+	g_object_unref(t);
+	if (mem && mw_drop_opaque_alpha(&mem)) {
+		g_object_unref(mem);
+		return NULL;
+	}
+	return mem;
+}
+
+// mw_thumbnail_image shrinks an in-memory image to fit size x size (never enlarged) into memory.
+static VipsImage *mw_thumbnail_image(VipsImage *in, int size) {
+	VipsImage *t = NULL;
+	VipsImage *mem;
+
+	vips_error_clear();
+	if (vips_thumbnail_image(in, &t, size,
+		"height", size,
+		"size", VIPS_SIZE_DOWN,
+		NULL))
+		return NULL;
+	mem = vips_image_copy_memory(t);
+	g_object_unref(t);
+	return mem;
+}
+
+// mw_webp encodes in as WebP. strip=TRUE drops the ICC profile and XMP, but libvips 8.14.1 still
+// writes an EXIF chunk (measured); WebP.stripMetadata removes what is left.
+static int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len) {
+	vips_error_clear();
+	return vips_webpsave_buffer(in, buf, len,
+		"Q", q,
+		"effort", effort,
+		"strip", TRUE,
+		NULL);
+}
+
+static int mw_width(VipsImage *im) { return vips_image_get_width(im); }
+static int mw_height(VipsImage *im) { return vips_image_get_height(im); }
+static int mw_bands(VipsImage *im) { return vips_image_get_bands(im); }
+static int mw_has_alpha(VipsImage *im) { return vips_image_hasalpha(im); }
+static void mw_unref(VipsImage *im) { g_object_unref(im); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// ErrUnknownFormat is returned by ReadHeader when none of the allowed loaders recognises the file.
+var ErrUnknownFormat = errors.New("not a jpeg, png, webp, gif, heif or tiff image")
+
+// Concurrency is the size of libvips' thread pool per operation. One keeps a job on one core, so
+// --max-image-jobs decides how many cores images use; decoding and WebP encoding are single-threaded
+// in their libraries anyway.
+const Concurrency = 1
+
+var (
+	initOnce sync.Once
+	initErr  error
+)
+
+// Init starts and configures libvips once per process; later calls return the first result.
+func Init() error {
+	initOnce.Do(func() {
+		if C.mw_init(C.int(Concurrency)) != 0 {
+			initErr = fmt.Errorf("starting libvips: %w", takeError())
+		}
+	})
+	return initErr
+}
+
+// takeError returns libvips' error buffer as an error and clears it.
+func takeError() error {
+	p := C.mw_error()
+	defer C.g_free(C.gpointer(p))
+	msg := strings.TrimSpace(C.GoString(p))
+	if msg == "" {
+		msg = "libvips failed without a message"
+	}
+	// libvips messages are "domain: text" lines; keep them on one line for logs and responses.
+	return errors.New(strings.ReplaceAll(msg, "\n", "; "))
+}
+
+// Header is what a file's header says, read without decoding pixels.
+type Header struct {
+	Loader      string // libvips loader nickname, e.g. "jpegload"
+	Width       int
+	Height      int // of one page
+	Pages       int // pages (frames) in the file, 1 for still images
+	Bands       int
+	HasAlpha    bool
+	Orientation int // EXIF orientation, 1 when absent
+}
+
+// ReadHeader reads path's header. It returns ErrUnknownFormat when no allowed loader accepts the file.
+func ReadHeader(path string) (Header, error) {
+	if err := checkPath(path); err != nil {
+		return Header{}, err
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+
+	var h C.mw_header
+	switch C.mw_read_header(cpath, &h) {
+	case 0:
+	case 1:
+		_ = takeError() // "... is not a known file format": ours says which formats are allowed
+		return Header{}, ErrUnknownFormat
+	case 2:
+		return Header{}, fmt.Errorf("%w (it looks like %s)", ErrUnknownFormat,
+			strings.TrimSuffix(C.GoString(&h.loader[0]), "load"))
+	default:
+		return Header{}, takeError()
+	}
+	return Header{
+		Loader:      C.GoString(&h.loader[0]),
+		Width:       int(h.width),
+		Height:      int(h.height),
+		Pages:       int(h.pages),
+		Bands:       int(h.bands),
+		HasAlpha:    h.has_alpha != 0,
+		Orientation: int(h.orientation),
+	}, nil
+}
+
+// checkPath refuses paths libvips would not take literally: a name ending in "[...]" is read as
+// "file[load options]".
+func checkPath(path string) error {
+	if strings.ContainsAny(path, "[]") || strings.ContainsRune(path, 0) {
+		return fmt.Errorf("path %q contains characters libvips would interpret", path)
+	}
+	return nil
+}
+
+// Image is a decoded image held in memory. Close releases it; Close is idempotent.
+type Image struct {
+	p *C.VipsImage
+}
+
+func newImage(p *C.VipsImage) *Image {
+	im := &Image{p: p}
+	// A safety net for a forgotten Close, not the way images are meant to be released.
+	runtime.SetFinalizer(im, (*Image).Close)
+	return im
+}
+
+// Thumbnail decodes the first page of the file at path into memory, shrunk (never enlarged) to fit
+// in size×size, rotated upright from its EXIF orientation, converted to sRGB (because metadata,
+// including any ICC profile, is stripped on save), with alpha kept unless it is fully opaque. Decoding stops at the first
+// error (fail_on=error), which includes truncated files.
+func Thumbnail(path string, size int) (*Image, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	p := C.mw_thumbnail_file(cpath, C.int(size))
+	if p == nil {
+		return nil, takeError()
+	}
+	return newImage(p), nil
+}
+
+// Thumbnail returns a copy of im shrunk (never enlarged) to fit in size×size.
+func (im *Image) Thumbnail(size int) (*Image, error) {
+	p := C.mw_thumbnail_image(im.p, C.int(size))
+	runtime.KeepAlive(im)
+	if p == nil {
+		return nil, takeError()
+	}
+	return newImage(p), nil
+}
+
+// Width is the image's width in pixels.
+func (im *Image) Width() int { defer runtime.KeepAlive(im); return int(C.mw_width(im.p)) }
+
+// Height is the image's height in pixels.
+func (im *Image) Height() int { defer runtime.KeepAlive(im); return int(C.mw_height(im.p)) }
+
+// Bands is the number of bands (3 for RGB, 4 for RGBA, ...).
+func (im *Image) Bands() int { defer runtime.KeepAlive(im); return int(C.mw_bands(im.p)) }
+
+// HasAlpha reports whether the image has an alpha band.
+func (im *Image) HasAlpha() bool { defer runtime.KeepAlive(im); return C.mw_has_alpha(im.p) != 0 }
+
+// WebP encodes im as WebP with quality q (1-100) and effort (0-6), metadata stripped.
+func (im *Image) WebP(q, effort int) ([]byte, error) {
+	var buf unsafe.Pointer
+	var n C.size_t
+	rc := C.mw_webp(im.p, C.int(q), C.int(effort), &buf, &n)
+	runtime.KeepAlive(im)
+	if rc != 0 {
+		return nil, takeError()
+	}
+	defer C.g_free(C.gpointer(buf))
+	data, err := stripWebPMetadata(C.GoBytes(buf, C.int(n)))
+	if err != nil {
+		return nil, fmt.Errorf("stripping webp metadata: %w", err)
+	}
+	return data, nil
+}
+
+// Close releases the pixels. It is idempotent.
+func (im *Image) Close() {
+	if im == nil || im.p == nil {
+		return
+	}
+	C.mw_unref(im.p)
+	im.p = nil
+	runtime.SetFinalizer(im, nil)
+}
