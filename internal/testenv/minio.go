@@ -40,38 +40,49 @@ func CacheDir() (string, error) {
 	return filepath.Join(home, ".cache", "mediaworker"), nil
 }
 
-// MinIOBinary returns the path of the cached MinIO server binary, building it with `go install` from
-// the Go module proxy first if needed. A file lock makes parallel test packages wait for one build
-// instead of running several.
+// MinIOBinary returns the path of the cached MinIO server binary, building it first if needed (see
+// EnsureMinIO). A failed build fails the test.
 func MinIOBinary(t testing.TB) string {
 	t.Helper()
-	cache, err := CacheDir()
+	bin, err := EnsureMinIO(t.Logf)
 	if err != nil {
 		t.Fatal(err)
-	}
-	bin := filepath.Join(cache, "minio-"+MinIOVersion, "minio")
-	// The binary is renamed into place only when complete, so its existence is enough.
-	if isExecutable(bin) {
-		return bin
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		t.Fatalf("creating cache dir: %v", err)
-	}
-	unlock, err := lockFile(filepath.Join(cache, "minio.lock"))
-	if err != nil {
-		t.Fatalf("locking the MinIO build: %v", err)
-	}
-	defer unlock()
-	if isExecutable(bin) { // built by another package while we waited for the lock
-		return bin
-	}
-	if err := buildMinIO(t, bin); err != nil {
-		t.Fatalf("building MinIO %s: %v", MinIOVersion, err)
 	}
 	return bin
 }
 
-func buildMinIO(t testing.TB, bin string) error {
+// EnsureMinIO returns the path of the cached MinIO server binary, building it with `go install` from the
+// Go module proxy first if needed. A file lock makes parallel test packages wait for one build instead
+// of running several. scripts/test.sh calls it (through internal/testenv/cmd/minio-build) before the
+// tests, so the build shows up as its own step.
+func EnsureMinIO(logf func(format string, args ...any)) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(cache, "minio-"+MinIOVersion, "minio")
+	// The binary is renamed into place only when complete, so its existence is enough.
+	if isExecutable(bin) {
+		return bin, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("creating cache dir: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(cache, "minio.lock"))
+	if err != nil {
+		return "", fmt.Errorf("locking the MinIO build: %w", err)
+	}
+	defer unlock()
+	if isExecutable(bin) { // built by another package while we waited for the lock
+		return bin, nil
+	}
+	if err := buildMinIO(logf, bin); err != nil {
+		return "", fmt.Errorf("building MinIO %s: %w", MinIOVersion, err)
+	}
+	return bin, nil
+}
+
+func buildMinIO(logf func(format string, args ...any), bin string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("the go command is needed to build MinIO: %w", err)
@@ -86,7 +97,7 @@ func buildMinIO(t testing.TB, bin string) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	t.Logf("building MinIO %s from the Go module proxy into %s (a cold build takes about 5 minutes)", MinIOVersion, dir)
+	logf("building MinIO %s from the Go module proxy into %s (a cold build takes about 5 minutes)", MinIOVersion, dir)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), minioBuildTimeout)
 	defer cancel()
@@ -104,7 +115,7 @@ func buildMinIO(t testing.TB, bin string) error {
 	if err := os.Rename(filepath.Join(tmp, "minio"), bin); err != nil {
 		return err
 	}
-	t.Logf("built MinIO in %s", time.Since(start).Round(time.Second))
+	logf("built MinIO in %s", time.Since(start).Round(time.Second))
 	return nil
 }
 
