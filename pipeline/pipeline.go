@@ -1,0 +1,442 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/scanner"
+	"github.com/mediaworker/mediaworker/transcoder"
+)
+
+// Scanner scans a local file with clamd.
+type Scanner interface {
+	ScanFile(ctx context.Context, path string) (scanner.Verdict, error)
+}
+
+// ImageTransformer turns one image into the WebP variants.
+type ImageTransformer interface {
+	Transform(ctx context.Context, srcPath, outDir string) (transcoder.ImageResult, error)
+}
+
+// VideoTransformer turns one video into an MP4, a poster and optionally HLS.
+type VideoTransformer interface {
+	Transform(ctx context.Context, srcPath, outDir string) (transcoder.VideoResult, error)
+}
+
+// Limiter hands out per-media-kind slots, so a full video pool never stalls images.
+type Limiter interface {
+	Acquire(ctx context.Context, kind MediaKind) (release func(), err error)
+}
+
+// Observer is told when a stage ends; it feeds metrics and logs. It may be nil.
+type Observer interface {
+	StageDone(kind MediaKind, stage string, d time.Duration, err error)
+}
+
+// Config holds the pipeline's own settings.
+type Config struct {
+	TmpDir           string // parent of the per-job scratch dirs
+	MaxInputBytes    int64  // refuse larger objects before download (and while streaming)
+	PublicBaseURL    string // "" → the store's own URL for each key
+	QuarantineBucket string // "" → infected objects are deleted
+}
+
+// DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir.
+func DefaultConfig() Config {
+	return Config{TmpDir: os.TempDir(), MaxInputBytes: 500 << 20}
+}
+
+// Validate checks the settings.
+func (c Config) Validate() error {
+	if c.TmpDir == "" {
+		return errors.New("tmp dir is empty")
+	}
+	if c.MaxInputBytes <= 0 {
+		return fmt.Errorf("max input bytes must be positive, got %d", c.MaxInputBytes)
+	}
+	if c.QuarantineBucket != "" {
+		if err := contracts.ValidateBucket(c.QuarantineBucket); err != nil {
+			return fmt.Errorf("quarantine bucket %q %v", c.QuarantineBucket, err)
+		}
+	}
+	return nil
+}
+
+// Pipeline runs jobs. It is safe for concurrent use.
+type Pipeline struct {
+	cfg      Config
+	store    objstore.Store
+	scanner  Scanner
+	images   ImageTransformer
+	videos   VideoTransformer
+	limiter  Limiter
+	observer Observer
+	now      func() time.Time
+}
+
+// Deps are the capabilities a pipeline composes.
+type Deps struct {
+	Store    objstore.Store
+	Scanner  Scanner
+	Images   ImageTransformer
+	Videos   VideoTransformer
+	Limiter  Limiter  // nil: no per-kind limit
+	Observer Observer // nil: nobody is told
+}
+
+// New returns a pipeline.
+func New(cfg Config, d Deps) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("pipeline config: %w", err)
+	}
+	if d.Store == nil || d.Scanner == nil || d.Images == nil || d.Videos == nil {
+		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
+	}
+	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
+		limiter: d.Limiter, observer: d.Observer, now: time.Now}, nil
+}
+
+// job is the state that flows through the steps of one request.
+type job struct {
+	req     contracts.Request
+	keys    contracts.OutputKeys
+	dir     string // scratch dir, removed at the end
+	input   string // dir/input
+	info    objstore.Info
+	mime    string
+	kind    MediaKind
+	release func()
+	out     Outcome
+}
+
+// step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind to Infected ends
+// it too. The context is checked between steps.
+type step struct {
+	name string
+	run  func(ctx context.Context, j *job) error
+}
+
+// Process runs one validated request to its outcome. Scratch files are removed before it returns.
+func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
+	j := &job{req: req, keys: contracts.KeysFor(req)}
+	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}
+	defer j.cleanup()
+
+	steps := []step{
+		{"preparing", p.prepare},
+		{"downloading", p.download},
+		{"scanning", p.scan},
+		{"detecting", p.detect},
+		{"waiting for a slot", p.acquire},
+		{"transforming", p.transform},
+	}
+	for _, s := range steps {
+		if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+			return p.fail(j, transient(s.name, fmt.Errorf("job stopped: %w", err)))
+		}
+		start := p.now()
+		err := s.run(ctx, j)
+		if p.observer != nil {
+			p.observer.StageDone(j.kind, s.name, p.now().Sub(start), err)
+		}
+		if err != nil {
+			return p.fail(j, err)
+		}
+		if j.out.Kind == Infected {
+			return j.out
+		}
+	}
+	return j.out
+}
+
+// fail turns err into a Failed or Retry outcome with the failure response the API will see.
+func (p *Pipeline) fail(j *job, err error) Outcome {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = transient("processing", err)
+	}
+	kind := Retry
+	if e.Class == Permanent {
+		kind = Failed
+	}
+	return Outcome{
+		Kind:      kind,
+		MediaKind: j.kind,
+		Err:       e,
+		Response: contracts.Response{
+			MediaID:     j.req.MediaID,
+			OriginalURL: j.req.MediaURL,
+			Success:     false,
+			Error:       e.Error(),
+		},
+	}
+}
+
+func (j *job) cleanup() {
+	if j.release != nil {
+		j.release()
+	}
+	if j.dir != "" {
+		_ = os.RemoveAll(j.dir)
+	}
+}
+
+// ScratchPrefix starts the name of every per-job scratch dir, so a restarted worker can find and remove
+// the ones a crashed run left behind.
+const ScratchPrefix = "mw-job-"
+
+func (p *Pipeline) prepare(ctx context.Context, j *job) error {
+	// Scratch paths never come from keys: a fresh dir with fixed file names.
+	dir, err := os.MkdirTemp(p.cfg.TmpDir, ScratchPrefix)
+	if err != nil {
+		return transient("preparing scratch dir", err)
+	}
+	j.dir = dir
+	j.input = filepath.Join(dir, "input")
+	return nil
+}
+
+func (p *Pipeline) download(ctx context.Context, j *job) error {
+	info, err := objstore.DownloadFile(ctx, p.store, j.req.S3Bucket, j.req.S3Key, j.input, p.cfg.MaxInputBytes)
+	var tooLarge *objstore.TooLargeError
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+	case objstore.IsPermanent(err):
+		return permanent("downloading", err)
+	case errors.As(err, &tooLarge):
+		return permanent("downloading", fmt.Errorf("input is too large: %w", tooLarge))
+	default:
+		return transient("downloading", err)
+	}
+	if info.Size == 0 {
+		return permanent("downloading", errors.New("object is empty (0 bytes)"))
+	}
+	j.info = info
+	return nil
+}
+
+func (p *Pipeline) scan(ctx context.Context, j *job) error {
+	v, err := p.scanner.ScanFile(ctx, j.input)
+	switch {
+	case err == nil:
+	case scanner.IsRefused(err):
+		return permanent("scanning", fmt.Errorf("the file cannot be scanned: %w", err))
+	default:
+		return transient("scanning", err)
+	}
+	if !v.Infected {
+		return nil
+	}
+	action, err := p.removeInfected(ctx, j)
+	if err != nil {
+		// The scan will run again on the next delivery; the object is still where it was.
+		return transient("removing infected object", err)
+	}
+	j.out = Outcome{
+		Kind: Infected,
+		Err:  fmt.Errorf("virus detected: %s", v.Signature),
+		Response: contracts.Response{
+			MediaID:     j.req.MediaID,
+			OriginalURL: j.req.MediaURL,
+			Error:       "virus detected: " + v.Signature,
+		},
+		Virus: &contracts.VirusEvent{
+			MediaID:     j.req.MediaID,
+			S3Key:       j.req.S3Key,
+			S3Bucket:    j.req.S3Bucket,
+			MediaURL:    j.req.MediaURL,
+			VirusName:   v.Signature,
+			DetectedAt:  p.now().UTC().Format(time.RFC3339),
+			ActionTaken: action,
+		},
+	}
+	return nil
+}
+
+// removeInfected deletes the object, or moves it to the quarantine bucket under the same key.
+func (p *Pipeline) removeInfected(ctx context.Context, j *job) (string, error) {
+	if p.cfg.QuarantineBucket != "" {
+		if err := p.store.Copy(ctx, j.req.S3Bucket, j.req.S3Key, p.cfg.QuarantineBucket, j.req.S3Key); err != nil {
+			return "", fmt.Errorf("copying to quarantine bucket %q: %w", p.cfg.QuarantineBucket, err)
+		}
+		if err := p.store.Delete(ctx, j.req.S3Bucket, j.req.S3Key); err != nil {
+			return "", fmt.Errorf("deleting quarantined original: %w", err)
+		}
+		return contracts.ActionQuarantined, nil
+	}
+	if err := p.store.Delete(ctx, j.req.S3Bucket, j.req.S3Key); err != nil {
+		return "", fmt.Errorf("deleting infected object: %w", err)
+	}
+	return contracts.ActionDeleted, nil
+}
+
+func (p *Pipeline) detect(ctx context.Context, j *job) error {
+	mime, kind, err := Detect(j.input)
+	if err != nil {
+		return err
+	}
+	j.mime, j.kind = mime, kind
+	j.out.MediaKind = kind
+	return nil
+}
+
+func (p *Pipeline) acquire(ctx context.Context, j *job) error {
+	if p.limiter == nil {
+		return nil
+	}
+	release, err := p.limiter.Acquire(ctx, j.kind)
+	if err != nil {
+		return transient("waiting for a slot", err)
+	}
+	j.release = release
+	return nil
+}
+
+func (p *Pipeline) transform(ctx context.Context, j *job) error {
+	outDir := filepath.Join(j.dir, "out")
+	if err := os.Mkdir(outDir, 0o700); err != nil {
+		return transient("transforming", err)
+	}
+	var (
+		outs []output
+		err  error
+	)
+	switch j.kind {
+	case Image:
+		outs, err = p.transformImage(ctx, j, outDir)
+	case Video:
+		outs, err = p.transformVideo(ctx, j, outDir)
+	default:
+		return permanent("transforming", fmt.Errorf("unsupported media type: %s", j.mime))
+	}
+	if err != nil {
+		if transcoder.IsBadInput(err) {
+			return permanent("transforming", err)
+		}
+		return transient("transforming", err)
+	}
+	// Release the CPU slot before uploading: uploads are I/O and must not hold up other transforms.
+	if j.release != nil {
+		j.release()
+		j.release = nil
+	}
+	return p.upload(ctx, j, outs)
+}
+
+// output is one file to upload and the variant it becomes.
+type output struct {
+	path, key, contentType string
+	variant                contracts.Variant
+}
+
+func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([]output, error) {
+	res, err := p.images.Transform(ctx, j.input, outDir)
+	if err != nil {
+		return nil, err
+	}
+	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha}
+	outs := make([]output, 0, len(res.Variants))
+	for _, v := range res.Variants {
+		outs = append(outs, output{
+			path: v.Path, key: j.keys.Image(v.Quality), contentType: "image/webp",
+			variant: contracts.Variant{Quality: v.Quality, Format: contracts.FormatWebP, Width: v.Width, Height: v.Height},
+		})
+	}
+	return outs, nil
+}
+
+func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([]output, error) {
+	res, err := p.videos.Transform(ctx, j.input, outDir)
+	if err != nil {
+		return nil, err
+	}
+	src := res.Source
+	j.out.Response.Metadata = &contracts.Metadata{
+		MIME: j.mime, Width: src.Width, Height: src.Height, DurationSeconds: src.Duration,
+		VideoCodec: src.VideoCodec, AudioCodec: src.AudioCodec,
+	}
+	outs := []output{{
+		path: res.MP4Path, key: j.keys.Video(), contentType: "video/mp4",
+		variant: contracts.Variant{Quality: contracts.QualityOriginal, Format: contracts.FormatMP4, Width: res.MP4.Width, Height: res.MP4.Height},
+	}}
+	if res.PosterPath != "" {
+		outs = append(outs, output{
+			path: res.PosterPath, key: j.keys.Poster(), contentType: "image/jpeg",
+			variant: contracts.Variant{Quality: contracts.QualityThumbnail, Format: contracts.FormatJPG},
+		})
+	} else if res.PosterErr != nil {
+		j.out.Response.Warnings = append(j.out.Response.Warnings, "no poster: "+res.PosterErr.Error())
+	}
+	// HLS segments are uploaded first and the playlist last, so a reader never sees a playlist that
+	// names a missing segment.
+	var playlist *output
+	for _, f := range res.HLSFiles {
+		name := filepath.Base(f)
+		o := output{path: f, key: j.keys.HLS(name), contentType: "video/mp2t"}
+		if strings.HasSuffix(name, ".m3u8") {
+			o.contentType = "application/vnd.apple.mpegurl"
+			o.variant = contracts.Variant{Quality: contracts.QualityOriginal, Format: contracts.FormatM3U8}
+			playlist = &o
+			continue
+		}
+		outs = append(outs, o)
+	}
+	if playlist != nil {
+		outs = append(outs, *playlist)
+	}
+	return outs, nil
+}
+
+// upload stores every output and fills the response. Only outputs with a variant format are listed.
+func (p *Pipeline) upload(ctx context.Context, j *job, outs []output) error {
+	for _, o := range outs {
+		if err := ctx.Err(); err != nil {
+			return transient("uploading", fmt.Errorf("job stopped: %w", context.Cause(ctx)))
+		}
+		n, err := p.uploadFile(ctx, j.req.S3Bucket, o)
+		if err != nil {
+			return transient("uploading", fmt.Errorf("uploading %s: %w", o.key, err))
+		}
+		if o.variant.Format == "" {
+			continue
+		}
+		v := o.variant
+		v.Size = n
+		v.URL = p.url(j.req.S3Bucket, o.key)
+		j.out.Response.Processed = append(j.out.Response.Processed, v)
+	}
+	j.out.Response.Success = true
+	return nil
+}
+
+func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int64, error) {
+	f, err := os.Open(o.path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if err := p.store.Put(ctx, bucket, o.key, f, st.Size(), o.contentType); err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (p *Pipeline) url(bucket, key string) string {
+	if p.cfg.PublicBaseURL != "" {
+		return objstore.ObjectURL(p.cfg.PublicBaseURL, key)
+	}
+	return p.store.URL(bucket, key)
+}

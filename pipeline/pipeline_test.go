@@ -1,0 +1,286 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/scanner"
+	"github.com/mediaworker/mediaworker/transcoder"
+)
+
+// These tests cover the classification logic with in-memory fakes. The real parts (MinIO, the
+// JetStream object store, clamd, libvips, ffmpeg) run the same pipeline end to end in package app.
+
+type memStore struct {
+	mu      sync.Mutex
+	objs    map[string][]byte
+	failPut error
+	failGet error
+	failDel error
+	calls   []string
+}
+
+func (m *memStore) k(b, k string) string { return b + "/" + k }
+
+func (m *memStore) Stat(ctx context.Context, bucket, key string) (objstore.Info, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, ok := m.objs[m.k(bucket, key)]
+	if !ok {
+		return objstore.Info{}, fmt.Errorf("stat %s: %w", key, objstore.ErrNotFound)
+	}
+	return objstore.Info{Bucket: bucket, Key: key, Size: int64(len(d))}, nil
+}
+
+func (m *memStore) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+	if m.failGet != nil {
+		return 0, m.failGet
+	}
+	m.mu.Lock()
+	d, ok := m.objs[m.k(bucket, key)]
+	m.mu.Unlock()
+	if !ok {
+		return 0, objstore.ErrNotFound
+	}
+	n, err := w.Write(d)
+	return int64(n), err
+}
+
+func (m *memStore) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, ct string) error {
+	if m.failPut != nil {
+		return m.failPut
+	}
+	d, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objs[m.k(bucket, key)] = d
+	m.calls = append(m.calls, "put "+key)
+	return nil
+}
+
+func (m *memStore) Delete(ctx context.Context, bucket, key string) error {
+	if m.failDel != nil {
+		return m.failDel
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.objs, m.k(bucket, key))
+	m.calls = append(m.calls, "delete "+bucket+"/"+key)
+	return nil
+}
+
+func (m *memStore) Copy(ctx context.Context, sb, sk, db, dk string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.objs[m.k(db, dk)] = m.objs[m.k(sb, sk)]
+	m.calls = append(m.calls, "copy "+sb+"/"+sk+" "+db+"/"+dk)
+	return nil
+}
+
+func (m *memStore) EnsureBucket(context.Context, string) error { return nil }
+func (m *memStore) Ping(context.Context) error                 { return nil }
+func (m *memStore) URL(bucket, key string) string              { return "https://store.example/" + bucket + "/" + key }
+func (m *memStore) Close() error                               { return nil }
+
+type fakeScanner struct {
+	verdict scanner.Verdict
+	err     error
+	scanned bool
+}
+
+func (f *fakeScanner) ScanFile(ctx context.Context, path string) (scanner.Verdict, error) {
+	f.scanned = true
+	return f.verdict, f.err
+}
+
+type fakeImages struct {
+	err    error
+	called bool
+}
+
+func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder.ImageResult, error) {
+	f.called = true
+	if f.err != nil {
+		return transcoder.ImageResult{}, f.err
+	}
+	res := transcoder.ImageResult{Width: 10, Height: 10}
+	for _, q := range []string{"high", "medium", "low"} {
+		p := filepath.Join(out, q+".webp")
+		if err := os.WriteFile(p, []byte("webp-"+q), 0o600); err != nil {
+			return res, err
+		}
+		res.Variants = append(res.Variants, transcoder.ImageVariant{Quality: q, Path: p, Width: 10, Height: 10, Size: int64(len("webp-" + q))})
+	}
+	return res, nil
+}
+
+type fakeVideos struct{}
+
+func (fakeVideos) Transform(ctx context.Context, src, out string) (transcoder.VideoResult, error) {
+	return transcoder.VideoResult{}, errors.New("not used")
+}
+
+// jpegHeader is enough for content detection to say image/jpeg.
+var jpegHeader = append([]byte{0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10, 'J', 'F', 'I', 'F', 0}, bytes.Repeat([]byte{0}, 64)...)
+
+type fixture struct {
+	store  *memStore
+	scan   *fakeScanner
+	images *fakeImages
+	cfg    Config
+	req    contracts.Request
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{
+		store:  &memStore{objs: map[string][]byte{}},
+		scan:   &fakeScanner{},
+		images: &fakeImages{},
+		cfg:    Config{TmpDir: t.TempDir(), MaxInputBytes: 1 << 20},
+		req:    contracts.Request{S3Key: "u/p.jpg", S3Bucket: "media", MediaID: "550e8400-e29b-41d4-a716-446655440000", MediaURL: "https://a/1"},
+	}
+	f.store.objs["media/u/p.jpg"] = jpegHeader
+	return f
+}
+
+func (f *fixture) run(t *testing.T) Outcome {
+	t.Helper()
+	p, err := New(f.cfg, Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := p.Process(context.Background(), f.req)
+	entries, _ := os.ReadDir(f.cfg.TmpDir)
+	if len(entries) != 0 {
+		t.Errorf("scratch dir not cleaned: %d entries", len(entries))
+	}
+	if err := contracts.Validate(contracts.SchemaResponse, out.Response); err != nil {
+		t.Errorf("outcome's response fails the schema: %v", err)
+	}
+	return out
+}
+
+func TestClassification(t *testing.T) {
+	cases := []struct {
+		name      string
+		setup     func(*fixture)
+		kind      Kind
+		errSubstr string
+		transform bool
+	}{
+		{"success", func(*fixture) {}, Success, "", true},
+		{"missing object", func(f *fixture) { delete(f.store.objs, "media/u/p.jpg") }, Failed, `object "u/p.jpg" not found in bucket "media"`, false},
+		{"empty object", func(f *fixture) { f.store.objs["media/u/p.jpg"] = nil }, Failed, "object is empty", false},
+		{"too large", func(f *fixture) { f.cfg.MaxInputBytes = 10 }, Failed, "input is too large", false},
+		{"store down", func(f *fixture) { f.store.failGet = errors.New("connection refused") }, Retry, "connection refused", false},
+		{"clamd down", func(f *fixture) {
+			f.scan.err = &scanner.Error{Kind: scanner.Unavailable, Op: "dialing", Err: errors.New("refused")}
+		}, Retry, "scanning", false},
+		{"over clamd limit", func(f *fixture) {
+			f.scan.err = &scanner.Error{Kind: scanner.LimitExceeded, Op: "scanning", Err: errors.New("INSTREAM size limit exceeded")}
+		}, Failed, "cannot be scanned", false},
+		{"not media", func(f *fixture) { f.store.objs["media/u/p.jpg"] = []byte("%PDF-1.4\n%%EOF\n") }, Failed, "unsupported media type: application/pdf", false},
+		{"corrupt image", func(f *fixture) { f.images.err = &transcoder.Error{BadInput: true, Msg: "truncated JPEG"} }, Failed, "truncated JPEG", true},
+		{"internal transform failure", func(f *fixture) { f.images.err = &transcoder.Error{Msg: "disk full"} }, Retry, "disk full", true},
+		{"upload fails", func(f *fixture) { f.store.failPut = errors.New("503 slow down") }, Retry, "uploading", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.setup(f)
+			out := f.run(t)
+			if out.Kind != tc.kind {
+				t.Fatalf("kind %s, want %s (err %v)", out.Kind, tc.kind, out.Err)
+			}
+			if tc.errSubstr != "" && !strings.Contains(out.Response.Error, tc.errSubstr) {
+				t.Errorf("error %q does not mention %q", out.Response.Error, tc.errSubstr)
+			}
+			if f.images.called != tc.transform {
+				t.Errorf("transform called: %v, want %v", f.images.called, tc.transform)
+			}
+		})
+	}
+}
+
+func TestSuccessResponseHasEveryVariantAtItsKey(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.PublicBaseURL = "https://cdn.example/m"
+	out := f.run(t)
+	if out.Kind != Success || len(out.Response.Processed) != 3 {
+		t.Fatalf("%+v", out)
+	}
+	for _, v := range out.Response.Processed {
+		key := "u/images/" + f.req.MediaID + "/p_" + v.Quality + ".webp"
+		if v.URL != "https://cdn.example/m/"+key {
+			t.Errorf("url %s", v.URL)
+		}
+		if got := f.store.objs["media/"+key]; int64(len(got)) != v.Size || v.Size == 0 {
+			t.Errorf("%s: stored %d bytes, response says %d", key, len(got), v.Size)
+		}
+	}
+}
+
+func TestInfectedIsRemovedAndNothingTransformed(t *testing.T) {
+	for _, quarantine := range []string{"", "quarantine"} {
+		t.Run("quarantine="+quarantine, func(t *testing.T) {
+			f := newFixture(t)
+			f.cfg.QuarantineBucket = quarantine
+			f.scan.verdict = scanner.Verdict{Infected: true, Signature: "Eicar-Test"}
+			out := f.run(t)
+			if out.Kind != Infected || out.Virus == nil || out.Response.Error != "virus detected: Eicar-Test" || f.images.called {
+				t.Fatalf("%+v", out)
+			}
+			if _, ok := f.store.objs["media/u/p.jpg"]; ok {
+				t.Error("infected object still in place")
+			}
+			want := contracts.ActionDeleted
+			if quarantine != "" {
+				want = contracts.ActionQuarantined
+				if _, ok := f.store.objs["quarantine/u/p.jpg"]; !ok {
+					t.Error("not copied to quarantine")
+				}
+			}
+			if out.Virus.ActionTaken != want {
+				t.Errorf("action %s, want %s", out.Virus.ActionTaken, want)
+			}
+			if _, err := time.Parse(time.RFC3339, out.Virus.DetectedAt); err != nil {
+				t.Error(err)
+			}
+			if err := contracts.Validate(contracts.SchemaVirusEvent, out.Virus); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Run("delete fails", func(t *testing.T) {
+		f := newFixture(t)
+		f.scan.verdict = scanner.Verdict{Infected: true, Signature: "Eicar-Test"}
+		f.store.failDel = errors.New("store down")
+		if out := f.run(t); out.Kind != Retry || f.images.called {
+			t.Fatalf("a failed removal must retry (and scan again), got %+v", out)
+		}
+	})
+}
+
+func TestCancelledJobIsTransient(t *testing.T) {
+	f := newFixture(t)
+	p, _ := New(f.cfg, Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if out := p.Process(ctx, f.req); out.Kind != Retry || f.scan.scanned {
+		t.Fatalf("%+v", out)
+	}
+}
