@@ -1,0 +1,25 @@
+# syntax=docker/dockerfile:1
+# Stage 1 (build): compile mediaworker with cgo against libvips.
+FROM golang:1.26-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends libvips-dev pkg-config && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/mediaworker ./cmd/mediaworker
+
+# Stage 2 (runtime): only the runtime libraries, ffmpeg, and a non-root user.
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends libvips42 ffmpeg ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home /var/lib/mediaworker --create-home mediaworker
+COPY --from=build /out/mediaworker /usr/local/bin/mediaworker
+USER mediaworker
+WORKDIR /var/lib/mediaworker
+ENV MW_DATA_DIR=/var/lib/mediaworker/data MW_TMP_DIR=/var/lib/mediaworker/tmp \
+    MW_NATS_LISTEN=0.0.0.0:4222 MW_HTTP_ADDR=0.0.0.0:8080
+EXPOSE 4222 8080
+HEALTHCHECK --interval=15s --timeout=5s --start-period=20s CMD ["mediaworker", "healthcheck", "--http-addr", "127.0.0.1:8080"]
+ENTRYPOINT ["mediaworker"]
+CMD ["run"]

@@ -1,0 +1,22 @@
+# Convenience targets; the README's two commands are scripts/run.sh and scripts/test.sh.
+.PHONY: run test build lint fuzz short
+
+build:
+	go build -o bin/mediaworker ./cmd/mediaworker
+
+run:
+	scripts/run.sh
+
+test:
+	scripts/test.sh
+
+short:
+	MW_TEST_FLAGS=-short scripts/test.sh
+
+lint:
+	gofmt -l . && go vet ./... && (command -v golangci-lint >/dev/null && golangci-lint run || echo "golangci-lint not installed; ran gofmt and go vet")
+
+# Each fuzz target for a minute.
+fuzz:
+	go test ./contracts -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 60s
+	go test ./scanner -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 60s

@@ -1,0 +1,309 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/objstore/natsobj"
+	"github.com/mediaworker/mediaworker/objstore/s3"
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/scanner"
+	"github.com/mediaworker/mediaworker/slots"
+	"github.com/mediaworker/mediaworker/transcoder"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// App is a wired, running-ready worker.
+type App struct {
+	cfg      Config
+	log      zerolog.Logger
+	embedded *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	store    objstore.Store
+	scanner  *scanner.Scanner
+	worker   *natsjs.Worker
+	pools    map[pipeline.MediaKind]*slots.Pool
+	metrics  *metrics
+	http     *http.Server
+	httpLn   net.Listener
+	tmpLock  *os.File
+	// TMPDIR as it was before New, restored by Close (tests run several apps in one process).
+	oldTMPDIR            string
+	hadTMPDIR, setTMPDIR bool
+	closers              []func()
+}
+
+// New builds every part from cfg. On error, whatever was started is stopped again.
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a = &App{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+
+	a.pools = map[pipeline.MediaKind]*slots.Pool{
+		pipeline.Image: slots.NewPool("image", cfg.MaxImageJobs),
+		pipeline.Video: slots.NewPool("video", cfg.MaxVideoJobs),
+	}
+	a.metrics = newMetrics(a.pools)
+	if err := a.prepareTmpDir(); err != nil {
+		return nil, err
+	}
+	if err := a.connect(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Provision {
+		if err := natsjs.Provision(ctx, a.js, cfg.Streams); err != nil {
+			return nil, fmt.Errorf("provisioning streams: %w", err)
+		}
+	}
+	if cfg.HTTPAddr != "" {
+		if err := a.listenHTTP(); err != nil {
+			return nil, err
+		}
+	}
+	if a.store, err = a.openStore(ctx); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() { _ = a.store.Close() })
+
+	if a.scanner, err = scanner.New(cfg.Scanner); err != nil {
+		return nil, fmt.Errorf("creating scanner: %w", err)
+	}
+	images, err := transcoder.NewImages(cfg.Images)
+	if err != nil {
+		return nil, fmt.Errorf("creating image transcoder: %w", err)
+	}
+	videos, err := transcoder.NewVideos(cfg.Videos)
+	if err != nil {
+		return nil, fmt.Errorf("creating video transcoder: %w", err)
+	}
+
+	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
+		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
+		Limiter: kindLimiter(a.pools), Observer: a.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	wcfg := cfg.Worker
+	wcfg.Slots = cfg.MaxImageJobs + cfg.MaxVideoJobs
+	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, pipe, a.metrics, log); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// prepareTmpDir makes the scratch parent, takes an exclusive lock on it (two instances sharing one would
+// delete each other's work), removes job dirs a crashed run left behind, and points libvips' TMPDIR at it.
+func (a *App) prepareTmpDir() error {
+	dir := a.cfg.Pipeline.TmpDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating tmp dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening tmp dir lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("tmp dir %s is in use by another mediaworker (give each instance its own --tmp-dir)", dir)
+	}
+	a.tmpLock = f
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading tmp dir: %w", err)
+	}
+	removed := 0
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), pipeline.ScratchPrefix) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err == nil {
+				removed++
+			}
+		}
+	}
+	if removed > 0 {
+		a.log.Info().Int("dirs", removed).Str("tmp_dir", dir).Msg("removed scratch dirs left by an earlier run")
+	}
+	// libvips writes its temporary files under TMPDIR (and reads the variable once, at its first use).
+	a.oldTMPDIR, a.hadTMPDIR = os.LookupEnv("TMPDIR")
+	a.setTMPDIR = true
+	return os.Setenv("TMPDIR", dir)
+}
+
+func (a *App) connect(ctx context.Context) error {
+	url := a.cfg.NATS.URL
+	opts := []nats.Option{
+		nats.Name("mediaworker"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			a.log.Warn().Err(err).Msg("disconnected from nats")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			a.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to nats")
+		}),
+	}
+	if url == "" {
+		s, err := natsjs.StartEmbedded(a.cfg.NATS.Embedded, a.log)
+		if err != nil {
+			return err
+		}
+		a.embedded = s
+		url = s.ClientURL()
+		// In-process: no socket hop, no reconnect storms.
+		opts = append(opts, nats.InProcessServer(s))
+		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).Msg("embedded nats server started")
+	} else if a.cfg.NATS.Creds != "" {
+		opts = append(opts, nats.UserCredentials(a.cfg.NATS.Creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connecting to nats at %s: %w", url, err)
+	}
+	a.nc = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("opening jetstream: %w", err)
+	}
+	a.js = js
+	return nil
+}
+
+func (a *App) openStore(ctx context.Context) (objstore.Store, error) {
+	cfg := a.cfg
+	if cfg.Storage == StorageNATS && cfg.ServeObjects && a.httpLn != nil && cfg.NATSObj.BaseURL == natsobj.DefaultConfig().BaseURL {
+		cfg.NATSObj.BaseURL = a.publicHTTPBase() + objectsPath
+	}
+	return OpenStore(ctx, cfg, a.js)
+}
+
+// OpenStore opens the configured object store; the NATS backend uses js.
+func OpenStore(ctx context.Context, cfg Config, js jetstream.JetStream) (objstore.Store, error) {
+	switch cfg.Storage {
+	case StorageS3:
+		s, err := s3.New(cfg.S3)
+		if err != nil {
+			return nil, fmt.Errorf("opening s3 store: %w", err)
+		}
+		return s, nil
+	default:
+		ncfg := cfg.NATSObj
+		if ncfg.Replicas == 0 {
+			ncfg.Replicas = cfg.Streams.Replicas
+		}
+		s, err := natsobj.New(js, ncfg)
+		if err != nil {
+			return nil, fmt.Errorf("opening nats object store: %w", err)
+		}
+		return s, nil
+	}
+}
+
+// Run serves HTTP and processes jobs until ctx ends, then drains and returns.
+func (a *App) Run(ctx context.Context) error {
+	httpErr := make(chan error, 1)
+	if a.http != nil {
+		go func() {
+			if err := a.http.Serve(a.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				httpErr <- err
+			}
+		}()
+	}
+	a.log.Info().
+		Int("max_image_jobs", a.cfg.MaxImageJobs).Int("max_video_jobs", a.cfg.MaxVideoJobs).
+		Str("storage", a.cfg.Storage).Str("clamd", a.cfg.Scanner.Addr).Str("http", a.cfg.HTTPAddr).
+		Str("requests", a.cfg.Streams.Subjects().Request).Msg("mediaworker ready")
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.worker.Run(runCtx) }()
+	var err error
+	select {
+	case err = <-done:
+	case err = <-httpErr:
+		cancel()
+		<-done
+		err = fmt.Errorf("http server: %w", err)
+	}
+	a.log.Info().Msg("stopped pulling; all jobs settled")
+	return err
+}
+
+// Close stops everything New started. It is idempotent.
+func (a *App) Close() {
+	if a.http != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = a.http.Shutdown(sctx)
+		cancel()
+		_ = a.httpLn.Close() // Shutdown closes only listeners that Serve saw
+		a.http = nil
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+	if a.nc != nil {
+		_ = a.nc.Drain()
+		a.nc.Close()
+		a.nc = nil
+	}
+	if a.embedded != nil {
+		a.embedded.Shutdown()
+		a.embedded.WaitForShutdown()
+		a.embedded = nil
+	}
+	if a.tmpLock != nil {
+		a.tmpLock.Close()
+		a.tmpLock = nil
+	}
+	if a.setTMPDIR {
+		if a.hadTMPDIR {
+			os.Setenv("TMPDIR", a.oldTMPDIR)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		a.setTMPDIR = false
+	}
+}
+
+// HTTPAddr is the address the HTTP server listens on (useful with port 0).
+func (a *App) HTTPAddr() string {
+	if a.httpLn == nil {
+		return ""
+	}
+	return a.httpLn.Addr().String()
+}
+
+// NATSURL is the client URL of the NATS in use.
+func (a *App) NATSURL() string { return a.nc.ConnectedUrl() }
+
+// kindLimiter gives each media kind its own pool, so a full video pool never stalls images.
+type kindLimiter map[pipeline.MediaKind]*slots.Pool
+
+func (l kindLimiter) Acquire(ctx context.Context, kind pipeline.MediaKind) (func(), error) {
+	p, ok := l[kind]
+	if !ok {
+		return func() {}, nil
+	}
+	return p.Acquire(ctx)
+}

@@ -1,0 +1,116 @@
+// Package app wires mediaworker together: one constructor builds the NATS connection (or the embedded
+// server), the streams, the object store, the scanner, the transcoders, the pipeline, the pull loop and the
+// HTTP server from one Config. cmd/mediaworker only fills the Config from flags and environment.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/objstore/natsobj"
+	"github.com/mediaworker/mediaworker/objstore/s3"
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/scanner"
+	"github.com/mediaworker/mediaworker/transcoder"
+)
+
+// Storage backends.
+const (
+	StorageNATS = "nats"
+	StorageS3   = "s3"
+)
+
+// NATSConfig says how to reach NATS: a URL, or an embedded server when URL is empty.
+type NATSConfig struct {
+	URL      string // empty: start the embedded server
+	Creds    string // credentials file for URL
+	Embedded natsjs.EmbeddedConfig
+}
+
+// Config is everything `mediaworker run` needs.
+type Config struct {
+	NATS         NATSConfig
+	Provision    bool // create or update streams and consumer at start
+	Streams      natsjs.Config
+	Worker       natsjs.WorkerConfig
+	MaxImageJobs int
+	MaxVideoJobs int
+
+	Storage string // nats | s3
+	S3      s3.Config
+	NATSObj natsobj.Config
+
+	Scanner  scanner.Config
+	Pipeline pipeline.Config
+	Images   transcoder.ImageConfig
+	Videos   transcoder.VideoConfig
+
+	HTTPAddr     string // "" disables HTTP
+	ServeObjects bool   // serve /objects/<bucket>/<key> from the NATS object store
+}
+
+// DefaultConfig returns the embedded, single-machine default of DESIGN.md.
+func DefaultConfig() Config {
+	cores := runtime.NumCPU()
+	video := 1
+	if cores > 2 {
+		video = cores / 2
+	}
+	c := Config{
+		NATS: NATSConfig{Embedded: natsjs.EmbeddedConfig{Listen: "127.0.0.1:4222", DataDir: "./data"}},
+
+		Provision:    true,
+		Streams:      natsjs.DefaultConfig(),
+		Worker:       natsjs.DefaultWorkerConfig(),
+		MaxImageJobs: cores,
+		MaxVideoJobs: video,
+		Storage:      StorageNATS,
+		S3:           s3.DefaultConfig(),
+		NATSObj:      natsobj.DefaultConfig(),
+		Scanner:      scanner.DefaultConfig(),
+		Pipeline:     pipeline.DefaultConfig(),
+		Images:       transcoder.DefaultImageConfig(),
+		Videos:       transcoder.DefaultVideoConfig(),
+		HTTPAddr:     "127.0.0.1:8080",
+		ServeObjects: true,
+	}
+	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
+	return c
+}
+
+// Validate checks every part and says which setting is wrong.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	if c.NATS.URL == "" {
+		add("embedded nats", c.NATS.Embedded.Validate())
+	}
+	add("streams", c.Streams.Validate())
+	if c.MaxImageJobs < 1 || c.MaxVideoJobs < 1 {
+		errs = append(errs, fmt.Errorf("max image jobs and max video jobs must be at least 1, got %d and %d", c.MaxImageJobs, c.MaxVideoJobs))
+	}
+	switch c.Storage {
+	case StorageS3:
+		add("s3", c.S3.Validate())
+	case StorageNATS:
+		add("nats object store", c.NATSObj.Validate())
+	default:
+		errs = append(errs, fmt.Errorf("storage must be %q or %q, got %q", StorageNATS, StorageS3, c.Storage))
+	}
+	add("scanner", c.Scanner.Validate())
+	add("pipeline", c.Pipeline.Validate())
+	add("images", c.Images.Validate())
+	add("videos", c.Videos.Validate())
+	if c.Scanner.MaxStreamBytes > 0 && c.Pipeline.MaxInputBytes > c.Scanner.MaxStreamBytes {
+		errs = append(errs, fmt.Errorf("max input bytes (%d) is above what the scanner may stream (%d): inputs could not all be scanned", c.Pipeline.MaxInputBytes, c.Scanner.MaxStreamBytes))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,144 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const objectsPath = "/objects"
+
+func (a *App) listenHTTP() error {
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listening for http on %s: %w", a.cfg.HTTPAddr, err)
+	}
+	a.httpLn = ln
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /health/ready", a.handleReady)
+	mux.HandleFunc("GET /health", a.handleHealth)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
+		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
+	}
+	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// publicHTTPBase is the base URL of this server as a client on this machine reaches it.
+func (a *App) publicHTTPBase() string {
+	host, port, _ := net.SplitHostPort(a.httpLn.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+type check struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// readiness runs every dependency check with a short timeout.
+func (a *App) readiness(ctx context.Context) []check {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var out []check
+	add := func(name string, err error) {
+		c := check{Name: name, OK: err == nil}
+		if err != nil {
+			c.Error = err.Error()
+		}
+		out = append(out, c)
+	}
+	var natsErr error
+	if !a.nc.IsConnected() {
+		natsErr = errors.New("not connected")
+	}
+	add("nats", natsErr)
+	_, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), a.cfg.Streams.Durable)
+	add("consumer", err)
+	add("object_store", a.store.Ping(ctx))
+	add("clamd", a.scanner.Ping(ctx))
+	return out
+}
+
+func (a *App) handleReady(w http.ResponseWriter, r *http.Request) {
+	checks := a.readiness(r.Context())
+	status, code := "ready", http.StatusOK
+	var failing []string
+	for _, c := range checks {
+		if !c.OK {
+			failing = append(failing, c.Name)
+		}
+	}
+	if len(failing) > 0 {
+		status, code = "not ready: "+strings.Join(failing, ", "), http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"status": status, "checks": checks})
+}
+
+func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
+	jobs := map[string]map[string]int{}
+	for kind, p := range a.pools {
+		jobs[string(kind)] = map[string]int{"active": p.Active(), "max": p.Size()}
+	}
+	body := map[string]any{
+		"status": "ok",
+		"jobs":   jobs,
+		"held":   map[string]int{"active": a.worker.Held(), "max": a.worker.Capacity()},
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if c, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), a.cfg.Streams.Durable); err == nil {
+		if info, err := c.Info(ctx); err == nil {
+			body["consumer"] = map[string]any{
+				"pending":     info.NumPending,
+				"ackPending":  info.NumAckPending,
+				"redelivered": info.NumRedelivered,
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// handleObject serves an object from the NATS object store, so the URLs in responses work out of the box
+// in the embedded default. Put a CDN or a real S3 in front for anything public.
+func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
+	bucket, key := r.PathValue("bucket"), r.PathValue("key")
+	info, err := a.store.Stat(r.Context(), bucket, key)
+	if err != nil {
+		if objstore.IsPermanent(err) {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		http.Error(w, "object store unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if info.ContentType != "" {
+		w.Header().Set("Content-Type", info.ContentType)
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(info.Size))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = a.store.Get(r.Context(), bucket, key, w)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,79 @@
+package app
+
+import (
+	"time"
+
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/slots"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics is the Prometheus view of the worker; it observes both the pipeline and the pull loop.
+type metrics struct {
+	reg            *prometheus.Registry
+	jobs           *prometheus.CounterVec
+	stages         *prometheus.HistogramVec
+	redeliveries   prometheus.Counter
+	publishFailure *prometheus.CounterVec
+}
+
+func newMetrics(pools map[pipeline.MediaKind]*slots.Pool) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mediaworker_jobs_total",
+			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back).",
+		}, []string{"kind", "outcome"}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mediaworker_stage_duration_seconds",
+			Help:    "Time spent in each job stage.",
+			Buckets: []float64{.005, .025, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 180, 600},
+		}, []string{"kind", "stage"}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mediaworker_redeliveries_total",
+			Help: "Deliveries that were not the first of their message.",
+		}),
+		publishFailure: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mediaworker_publish_failures_total",
+			Help: "Publishes to JetStream that got no ack.",
+		}, []string{"subject"}),
+	}
+	reg.MustRegister(m.jobs, m.stages, m.redeliveries, m.publishFailure,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for kind, p := range pools {
+		p := p
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mediaworker_jobs_in_flight",
+			Help:        "Jobs holding a transform slot, by media kind.",
+			ConstLabels: prometheus.Labels{"kind": string(kind)},
+		}, func() float64 { return float64(p.Active()) }))
+	}
+	return m
+}
+
+func kindLabel(k pipeline.MediaKind) string {
+	if k == "" {
+		return "unknown"
+	}
+	return string(k)
+}
+
+// StageDone implements pipeline.Observer.
+func (m *metrics) StageDone(kind pipeline.MediaKind, stage string, d time.Duration, err error) {
+	m.stages.WithLabelValues(kindLabel(kind), stage).Observe(d.Seconds())
+}
+
+// Settled implements jetstream.Observer.
+func (m *metrics) Settled(outcome string, kind pipeline.MediaKind, deliveries uint64) {
+	m.jobs.WithLabelValues(kindLabel(kind), outcome).Inc()
+	if deliveries > 1 {
+		m.redeliveries.Inc()
+	}
+}
+
+// PublishFailed implements jetstream.Observer.
+func (m *metrics) PublishFailed(subject string) {
+	m.publishFailure.WithLabelValues(subject).Inc()
+}

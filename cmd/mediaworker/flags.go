@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mediaworker/mediaworker/objstore"
+)
+
+// command is one subcommand: its flag set, its one-line summary, and what it does.
+type command struct {
+	name    string
+	summary string
+	usage   string // argument synopsis after the flags, e.g. "FILE..."
+	fs      *flag.FlagSet
+	// fallbacks maps a flag to standard environment variables read when MW_<FLAG> is unset.
+	fallbacks map[string][]string
+}
+
+func newCommand(name, summary, usage string) *command {
+	c := &command{name: name, summary: summary, usage: usage, fs: flag.NewFlagSet(name, flag.ContinueOnError),
+		fallbacks: map[string][]string{}}
+	c.fs.SetOutput(io.Discard) // we print usage and errors ourselves
+	return c
+}
+
+// envName is the environment variable of a flag: --clamd-addr ↔ MW_CLAMD_ADDR.
+func envName(flagName string) string {
+	return "MW_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parse applies environment variables first and then the command line, so a flag beats its variable.
+// It returns the positional arguments.
+func (c *command) parse(args []string) ([]string, error) {
+	var errs []error
+	c.fs.VisitAll(func(f *flag.Flag) {
+		names := append([]string{envName(f.Name)}, c.fallbacks[f.Name]...)
+		for _, n := range names {
+			v, ok := os.LookupEnv(n)
+			if !ok {
+				continue
+			}
+			if err := c.fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("environment variable %s=%q: %v", n, v, err))
+			}
+			break
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := c.fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return c.fs.Args(), nil
+}
+
+// printUsage writes the command's help: synopsis, summary, and every flag with its variable and default.
+func (c *command) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: mediaworker %s [flags] %s\n\n%s\n\nFlags (each also read from the environment variable shown):\n", c.name, c.usage, c.summary)
+	var flags []*flag.Flag
+	c.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
+	sort.Slice(flags, func(i, j int) bool { return flags[i].Name < flags[j].Name })
+	for _, f := range flags {
+		name, usage := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if name != "" {
+			head += " " + name
+		}
+		env := envName(f.Name)
+		if fb := c.fallbacks[f.Name]; len(fb) > 0 {
+			env += ", " + strings.Join(fb, ", ")
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n      %s%s\n      [%s]\n", head, usage, def, env)
+	}
+}
+
+// bytesFlag is a byte count that accepts units: 500MiB, 1G, 1048576.
+type bytesFlag struct{ p *int64 }
+
+func (b bytesFlag) String() string {
+	if b.p == nil {
+		return ""
+	}
+	return objstore.FormatBytes(*b.p)
+}
+
+func (b bytesFlag) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b.p = n
+	return nil
+}
+
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(s), strings.ToUpper(u.suffix)) {
+			s, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%q is not a byte size (examples: 500MiB, 2G, 1048576)", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, usage string) {
+	fs.DurationVar(p, name, *p, usage)
+}

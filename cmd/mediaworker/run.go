@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/mattn/go-isatty"
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/rs/zerolog"
+)
+
+// bindCommon registers the settings `run` and `submit` share: where NATS and the object store are.
+func bindCommon(c *command, cfg *app.Config) {
+	fs := c.fs
+	fs.StringVar(&cfg.Streams.App, "app", cfg.Streams.App, "subject prefix: <app>.media.optimize.request etc.")
+	fs.StringVar(&cfg.NATS.URL, "nats-url", cfg.NATS.URL, "NATS server URL; empty runs an embedded JetStream server")
+	fs.StringVar(&cfg.NATS.Creds, "nats-creds", cfg.NATS.Creds, "NATS credentials file")
+	c.fallbacks["nats-url"] = []string{"NATS_URL"}
+	c.fallbacks["nats-creds"] = []string{"NATS_CREDS"}
+	fs.StringVar(&cfg.Storage, "storage", cfg.Storage, "object store: nats (JetStream object store of the NATS in use) or s3")
+	fs.StringVar(&cfg.S3.Endpoint, "s3-endpoint", cfg.S3.Endpoint, "S3 endpoint host:port (with --storage s3)")
+	fs.StringVar(&cfg.S3.AccessKey, "s3-access-key", cfg.S3.AccessKey, "S3 access key")
+	fs.StringVar(&cfg.S3.SecretKey, "s3-secret-key", cfg.S3.SecretKey, "S3 secret key")
+	c.fallbacks["s3-access-key"] = []string{"AWS_ACCESS_KEY_ID"}
+	c.fallbacks["s3-secret-key"] = []string{"AWS_SECRET_ACCESS_KEY"}
+	fs.StringVar(&cfg.S3.Region, "s3-region", cfg.S3.Region, "S3 region")
+	fs.BoolVar(&cfg.S3.UseTLS, "s3-tls", cfg.S3.UseTLS, "use HTTPS to reach S3")
+	fs.BoolVar(&cfg.S3.InsecureSkipVerify, "s3-insecure-skip-verify", cfg.S3.InsecureSkipVerify, "skip TLS certificate checks (self-signed test set-ups only)")
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := app.DefaultConfig()
+	c := newCommand("run", "Run the worker. Without --nats-url (or NATS_URL) it starts an embedded NATS JetStream server\nwith its store under --data-dir, listening on --nats-listen so the nats CLI can connect.", "")
+	bindCommon(c, &cfg)
+	bindRun(c, &cfg)
+	logLevel, logFormat := "info", "auto"
+	c.fs.StringVar(&logLevel, "log-level", logLevel, "trace, debug, info, warn or error")
+	c.fs.StringVar(&logFormat, "log-format", logFormat, "json, console, or auto (console on a terminal)")
+	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
+		return code
+	}
+	log, err := newLogger(stderr, logLevel, logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker run: %v\n", err)
+		return exitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mediaworker run: invalid settings:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return exitUsage
+	}
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return exitFailure
+	}
+	defer a.Close()
+	if err := a.Run(ctx); err != nil {
+		log.Error().Err(err).Msg("stopped with an error")
+		return exitFailure
+	}
+	return exitOK
+}
+
+func bindRun(c *command, cfg *app.Config) {
+	fs := c.fs
+	fs.StringVar(&cfg.NATS.Embedded.Listen, "nats-listen", cfg.NATS.Embedded.Listen, "client address of the embedded NATS server")
+	fs.StringVar(&cfg.NATS.Embedded.DataDir, "data-dir", cfg.NATS.Embedded.DataDir, "embedded NATS server's store directory")
+	fs.BoolVar(&cfg.NATS.Embedded.SyncAlways, "nats-sync-always", cfg.NATS.Embedded.SyncAlways, "fsync every JetStream write of the embedded server (safe on power loss, slower)")
+	fs.BoolVar(&cfg.Provision, "provision", cfg.Provision, "create or update the streams and the consumer at start")
+	fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
+	durationVar(fs, &cfg.Streams.AckWait, "ack-wait", "how long a delivery may go without ack or progress before redelivery")
+	fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "deliveries before a request is dead-lettered")
+	fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "requests in flight across all instances (total slots)")
+	fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap the request stream (0 = unlimited); a full queue refuses publishes")
+	fs.IntVar(&cfg.MaxImageJobs, "max-image-jobs", cfg.MaxImageJobs, "concurrent image transforms")
+	fs.IntVar(&cfg.MaxVideoJobs, "max-video-jobs", cfg.MaxVideoJobs, "concurrent video transcodes")
+	durationVar(fs, &cfg.Worker.DrainTimeout, "drain-timeout", "on SIGTERM, how long in-flight jobs may finish before they are stopped and handed back")
+	durationVar(fs, &cfg.Worker.BackoffBase, "backoff-base", "first retry delay after a transient failure (doubles per delivery)")
+	durationVar(fs, &cfg.Worker.BackoffMax, "backoff-max", "longest retry delay")
+
+	fs.StringVar(&cfg.Pipeline.PublicBaseURL, "public-base-url", cfg.Pipeline.PublicBaseURL, "base of variant URLs (url = base + / + key); empty: the store's own URL")
+	fs.StringVar(&cfg.Pipeline.QuarantineBucket, "quarantine-bucket", cfg.Pipeline.QuarantineBucket, "move infected uploads here instead of deleting them")
+	fs.StringVar(&cfg.Pipeline.TmpDir, "tmp-dir", cfg.Pipeline.TmpDir, "scratch space for jobs (one per instance)")
+	fs.Var(bytesFlag{&cfg.Pipeline.MaxInputBytes}, "max-input-bytes", "largest upload accepted (also the most clamd is asked to scan)")
+
+	fs.StringVar(&cfg.Scanner.Addr, "clamd-addr", cfg.Scanner.Addr, "clamd address: tcp://host:port or unix:///path")
+	durationVar(fs, &cfg.Scanner.ScanTimeout, "clamd-scan-timeout", "longest wait for clamd's verdict")
+
+	fs.Int64Var(&cfg.Images.MaxPixels, "max-pixels", cfg.Images.MaxPixels, "refuse images whose header declares more pixels (width × height × frames)")
+	fs.IntVar(&cfg.Images.High, "image-high", cfg.Images.High, "long edge of the high WebP")
+	fs.IntVar(&cfg.Images.Medium, "image-medium", cfg.Images.Medium, "long edge of the medium WebP")
+	fs.IntVar(&cfg.Images.Low, "image-low", cfg.Images.Low, "long edge of the low WebP")
+	fs.IntVar(&cfg.Images.QualityHigh, "webp-quality-high", cfg.Images.QualityHigh, "WebP quality of the high variant")
+	fs.IntVar(&cfg.Images.QualityMedium, "webp-quality-medium", cfg.Images.QualityMedium, "WebP quality of the medium variant")
+	fs.IntVar(&cfg.Images.QualityLow, "webp-quality-low", cfg.Images.QualityLow, "WebP quality of the low variant")
+	fs.IntVar(&cfg.Images.Effort, "webp-effort", cfg.Images.Effort, "WebP encoder effort 0 (fast) – 6 (small)")
+
+	fs.StringVar(&cfg.Videos.FFmpeg, "ffmpeg", cfg.Videos.FFmpeg, "ffmpeg binary")
+	fs.StringVar(&cfg.Videos.FFprobe, "ffprobe", cfg.Videos.FFprobe, "ffprobe binary")
+	fs.IntVar(&cfg.Videos.MaxHeight, "video-max-height", cfg.Videos.MaxHeight, "cap of the output's short edge (1080 = 1080p)")
+	fs.IntVar(&cfg.Videos.CRF, "video-crf", cfg.Videos.CRF, "x264 constant rate factor")
+	fs.StringVar(&cfg.Videos.Preset, "video-preset", cfg.Videos.Preset, "x264 preset")
+	fs.IntVar(&cfg.Videos.Threads, "video-threads", cfg.Videos.Threads, "ffmpeg threads per job")
+	durationVar(fs, &cfg.Videos.MaxDuration, "max-video-duration", "refuse longer videos")
+	fs.BoolVar(&cfg.Videos.HLS, "video-hls", cfg.Videos.HLS, "also write an HLS VOD playlist and segments")
+
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "health, metrics (and, with --storage nats, /objects) listen address; empty disables")
+	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
+}
+
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Nop(), fmt.Errorf("log level %q: use trace, debug, info, warn or error", level)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w}
+	case "auto":
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			w = zerolog.ConsoleWriter{Out: w}
+		}
+	default:
+		return zerolog.Nop(), fmt.Errorf("log format %q: use json, console or auto", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}

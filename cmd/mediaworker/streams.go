@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := app.DefaultConfig()
+	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them on the NATS at --nats-url (idempotent).", "print [requests|responses|dlq|consumer] | apply")
+	bindCommon(c, &cfg)
+	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
+	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
+	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
+	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "consumer max ack pending (total slots of all instances)")
+	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
+	outDir := ""
+	c.fs.StringVar(&outDir, "out-dir", "", "with print: write requests.json, responses.json, dlq.json and consumer.json here")
+	rest, code, ok := parseOrUsage(c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if err := cfg.Streams.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mediaworker streams: %v\n", err)
+		return exitUsage
+	}
+	if len(rest) == 0 {
+		c.printUsage(stderr)
+		return exitUsage
+	}
+	switch rest[0] {
+	case "print":
+		return streamsPrint(cfg.Streams, rest[1:], outDir, stdout, stderr)
+	case "apply":
+		return streamsApply(ctx, cfg, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "mediaworker streams: unknown action %q (print or apply)\n", rest[0])
+	return exitUsage
+}
+
+func definitions(sc natsjs.Config) map[string]any {
+	s := sc.StreamConfigs()
+	return map[string]any{"requests": s[0], "responses": s[1], "dlq": s[2], "consumer": sc.ConsumerConfig()}
+}
+
+func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stderr io.Writer) int {
+	defs := definitions(sc)
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "mediaworker streams print: %v\n", err)
+			return exitFailure
+		}
+		for name, d := range defs {
+			b, _ := json.MarshalIndent(d, "", "  ")
+			p := filepath.Join(outDir, name+".json")
+			if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+				fmt.Fprintf(stderr, "mediaworker streams print: %v\n", err)
+				return exitFailure
+			}
+			fmt.Fprintln(stdout, p)
+		}
+		return exitOK
+	}
+	var v any = defs
+	if len(which) > 0 {
+		d, ok := defs[which[0]]
+		if !ok {
+			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq or consumer)\n", which[0])
+			return exitUsage
+		}
+		v = d
+	}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintln(stdout, string(b))
+	return exitOK
+}
+
+func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer) int {
+	url := cfg.NATS.URL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts := []nats.Option{nats.Name("mediaworker streams apply")}
+	if cfg.NATS.Creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker streams apply: connecting to %s: %v\n", url, err)
+		return exitFailure
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
+		return exitFailure
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := natsjs.Provision(actx, js, cfg.Streams); err != nil {
+		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "applied streams %s, %s, %s and consumer %s\n", cfg.Streams.RequestsStream(), cfg.Streams.ResponsesStream(), cfg.Streams.DLQStream(), cfg.Streams.Durable)
+	return exitOK
+}

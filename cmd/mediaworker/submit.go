@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gabriel-vasile/mimetype"
+	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := app.DefaultConfig()
+	cfg.NATS.URL = nats.DefaultURL
+	c := newCommand("submit", "Upload each FILE to the object store (bucket created if missing), publish an optimize request\nwith a new mediaId, and with --wait print every response and virus event as one JSON line on\nstdout. Exit status: 0 all succeeded, 3 some did not, 2 usage error, 1 anything else.", "FILE...")
+	bindCommon(c, &cfg)
+	var (
+		wait    bool
+		bucket  = "media"
+		dir     = "uploads"
+		timeout = 10 * time.Minute
+	)
+	c.fs.BoolVar(&wait, "wait", false, "wait for each response and print it")
+	c.fs.StringVar(&bucket, "bucket", bucket, "bucket to upload into")
+	c.fs.StringVar(&dir, "dir", dir, "key prefix: files are uploaded as <dir>/<file name>")
+	durationVar(c.fs, &timeout, "timeout", "with --wait, how long to wait for all responses")
+	files, code, ok := parseOrUsage(c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(files) == 0 {
+		fmt.Fprintln(stderr, "mediaworker submit: name at least one FILE\n\nRun 'mediaworker submit --help' for usage.")
+		return exitUsage
+	}
+	if err := contracts.ValidateApp(cfg.Streams.App); err != nil {
+		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
+		return exitUsage
+	}
+	if cfg.NATS.URL == "" {
+		cfg.NATS.URL = nats.DefaultURL
+	}
+	opts := []nats.Option{nats.Name("mediaworker submit")}
+	if cfg.NATS.Creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
+	}
+	nc, err := nats.Connect(cfg.NATS.URL, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker submit: connecting to NATS at %s: %v (is `mediaworker run` running?)\n", cfg.NATS.URL, err)
+		return exitFailure
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
+		return exitFailure
+	}
+	store, err := app.OpenStore(ctx, cfg, js)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
+		return exitFailure
+	}
+	defer store.Close()
+	if err := store.EnsureBucket(ctx, bucket); err != nil {
+		fmt.Fprintf(stderr, "mediaworker submit: creating bucket %q: %v\n", bucket, err)
+		return exitFailure
+	}
+
+	subj := contracts.SubjectsFor(cfg.Streams.App)
+	w := newWaiter(stdout)
+	if wait {
+		// Subscribe before publishing, so no response can slip past.
+		for _, s := range []string{subj.Response, subj.Virus} {
+			sub, err := nc.Subscribe(s, w.onMsg)
+			if err != nil {
+				fmt.Fprintf(stderr, "mediaworker submit: subscribing to %s: %v\n", s, err)
+				return exitFailure
+			}
+			defer sub.Unsubscribe()
+		}
+		if err := nc.Flush(); err != nil {
+			fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
+			return exitFailure
+		}
+	}
+
+	for _, f := range files {
+		id := uuid.NewString()
+		key := path.Join(dir, filepath.Base(f))
+		w.expect(id, f) // before publishing: the virus event can beat us back
+		if err := submitOne(ctx, js, store, subj, bucket, key, id, f); err != nil {
+			fmt.Fprintf(stderr, "mediaworker submit: %s: %v\n", f, err)
+			return exitFailure
+		}
+		fmt.Fprintf(stderr, "submitted %s as mediaId %s (%s/%s)\n", f, id, bucket, key)
+	}
+	if !wait {
+		return exitOK
+	}
+	return w.wait(ctx, timeout, stderr)
+}
+
+func submitOne(ctx context.Context, js jetstream.JetStream, store objstore.Store, subj contracts.Subjects, bucket, key, id, file string) error {
+	mt, err := mimetype.DetectFile(file)
+	if err != nil {
+		return fmt.Errorf("reading file: %w", err)
+	}
+	if _, err := objstore.UploadFile(ctx, store, bucket, key, file, mt.String()); err != nil {
+		return fmt.Errorf("uploading: %w", err)
+	}
+	req := contracts.Request{S3Key: key, S3Bucket: bucket, MediaID: id, MediaURL: store.URL(bucket, key)}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(req)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Nats-Msg-Id = mediaId: a retried publish is dropped by the stream's duplicate window.
+	if _, err := js.PublishMsg(pctx, &nats.Msg{Subject: subj.Request, Data: data}, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("publishing request to %s: %w (are the streams provisioned?)", subj.Request, err)
+	}
+	return nil
+}
+
+// waiter collects responses for the mediaIds submitted and prints each as one JSON line.
+type waiter struct {
+	mu      sync.Mutex
+	out     io.Writer
+	pending map[string]string // mediaId → file
+	failed  int
+	done    chan struct{}
+}
+
+func newWaiter(out io.Writer) *waiter {
+	return &waiter{out: out, pending: map[string]string{}, done: make(chan struct{}, 1)}
+}
+
+func (w *waiter) expect(id, file string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending[id] = file
+}
+
+func (w *waiter) onMsg(m *nats.Msg) {
+	var probe struct {
+		MediaID   string `json:"mediaId"`
+		VirusName string `json:"virusName"`
+	}
+	if json.Unmarshal(m.Data, &probe) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if probe.VirusName != "" { // a virus event: print it; the response follows
+		if _, ok := w.pending[probe.MediaID]; ok {
+			fmt.Fprintln(w.out, strings.TrimSpace(string(m.Data)))
+		}
+		return
+	}
+	var r contracts.Response
+	if json.Unmarshal(m.Data, &r) != nil {
+		return
+	}
+	if _, ok := w.pending[r.MediaID]; !ok {
+		return // someone else's request
+	}
+	w.settle(r)
+}
+
+// settle prints r and marks it done; w.mu is held.
+func (w *waiter) settle(r contracts.Response) {
+	line, _ := json.Marshal(r)
+	fmt.Fprintln(w.out, string(line))
+	if !r.Success {
+		w.failed++
+	}
+	delete(w.pending, r.MediaID)
+	if len(w.pending) == 0 {
+		select {
+		case w.done <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *waiter) wait(ctx context.Context, timeout time.Duration, stderr io.Writer) int {
+	w.mu.Lock()
+	n := len(w.pending)
+	w.mu.Unlock()
+	if n > 0 {
+		select {
+		case <-w.done:
+		case <-time.After(timeout):
+		case <-ctx.Done():
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pending) > 0 {
+		for id, f := range w.pending {
+			fmt.Fprintf(stderr, "no response for %s (mediaId %s)\n", f, id)
+		}
+		return exitFailure
+	}
+	if w.failed > 0 {
+		return exitNotAll
+	}
+	return exitOK
+}
