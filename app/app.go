@@ -36,7 +36,7 @@ type App struct {
 	store    objstore.Store
 	scanner  *scanner.Scanner
 	worker   *natsjs.Worker
-	pools    map[pipeline.MediaKind]*slots.Pool
+	gates    map[pipeline.MediaKind]*slots.Gate
 	metrics  *metrics
 	http     *http.Server
 	httpLn   net.Listener
@@ -59,11 +59,13 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 		}
 	}()
 
-	a.pools = map[pipeline.MediaKind]*slots.Pool{
-		pipeline.Image: slots.NewPool("image", cfg.MaxImageJobs),
-		pipeline.Video: slots.NewPool("video", cfg.MaxVideoJobs),
+	// Up to one pool's worth of jobs per kind may wait without holding intake, so a run of queued
+	// videos cannot starve the images behind them.
+	a.gates = map[pipeline.MediaKind]*slots.Gate{
+		pipeline.Image: slots.NewGate("image", cfg.MaxImageJobs, cfg.MaxImageJobs),
+		pipeline.Video: slots.NewGate("video", cfg.MaxVideoJobs, cfg.MaxVideoJobs),
 	}
-	a.metrics = newMetrics(a.pools)
+	a.metrics = newMetrics(a.gates)
 	if err := a.prepareTmpDir(); err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
-		Limiter: kindLimiter(a.pools), Observer: a.metrics,
+		Limiter: kindLimiter(a.gates), Observer: a.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -297,13 +299,13 @@ func (a *App) HTTPAddr() string {
 // NATSURL is the client URL of the NATS in use.
 func (a *App) NATSURL() string { return a.nc.ConnectedUrl() }
 
-// kindLimiter gives each media kind its own pool, so a full video pool never stalls images.
-type kindLimiter map[pipeline.MediaKind]*slots.Pool
+// kindLimiter gives each media kind its own gate, so a full video pool never stalls images.
+type kindLimiter map[pipeline.MediaKind]*slots.Gate
 
 func (l kindLimiter) Acquire(ctx context.Context, kind pipeline.MediaKind) (func(), error) {
-	p, ok := l[kind]
+	g, ok := l[kind]
 	if !ok {
 		return func() {}, nil
 	}
-	return p.Acquire(ctx)
+	return g.Acquire(ctx)
 }

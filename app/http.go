@@ -92,8 +92,8 @@ func (a *App) handleReady(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 	jobs := map[string]map[string]int{}
-	for kind, p := range a.pools {
-		jobs[string(kind)] = map[string]int{"active": p.Active(), "max": p.Size()}
+	for kind, g := range a.gates {
+		jobs[string(kind)] = map[string]int{"active": g.Pool().Active(), "max": g.Pool().Size(), "waiting": g.Parked()}
 	}
 	body := map[string]any{
 		"status": "ok",

@@ -18,7 +18,7 @@ type metrics struct {
 	publishFailure *prometheus.CounterVec
 }
 
-func newMetrics(pools map[pipeline.MediaKind]*slots.Pool) *metrics {
+func newMetrics(gates map[pipeline.MediaKind]*slots.Gate) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
@@ -42,13 +42,17 @@ func newMetrics(pools map[pipeline.MediaKind]*slots.Pool) *metrics {
 	}
 	reg.MustRegister(m.jobs, m.stages, m.redeliveries, m.publishFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for kind, p := range pools {
-		p := p
+	for kind, g := range gates {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "mediaworker_jobs_in_flight",
 			Help:        "Jobs holding a transform slot, by media kind.",
 			ConstLabels: prometheus.Labels{"kind": string(kind)},
-		}, func() float64 { return float64(p.Active()) }))
+		}, func() float64 { return float64(g.Pool().Active()) }))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mediaworker_jobs_waiting",
+			Help:        "Jobs parked waiting for a transform slot, by media kind.",
+			ConstLabels: prometheus.Labels{"kind": string(kind)},
+		}, func() float64 { return float64(g.Parked()) }))
 	}
 	return m
 }

@@ -147,7 +147,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer wg.Done()
 			defer release()
 			defer w.held.Add(-1)
-			w.handle(jobsCtx, msg)
+			// A job parked for a full pool of its kind may hand its intake slot back (slots.Gate).
+			w.handle(slots.WithHandBack(jobsCtx, release), msg)
 		}()
 	}
 

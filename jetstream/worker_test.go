@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mediaworker/mediaworker/contracts"
-	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

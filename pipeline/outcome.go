@@ -72,8 +72,12 @@ type Error struct {
 func (e *Error) Error() string { return e.Stage + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func permanent(stage string, err error) *Error { return &Error{Class: Permanent, Stage: stage, Err: err} }
-func transient(stage string, err error) *Error { return &Error{Class: Transient, Stage: stage, Err: err} }
+func permanent(stage string, err error) *Error {
+	return &Error{Class: Permanent, Stage: stage, Err: err}
+}
+func transient(stage string, err error) *Error {
+	return &Error{Class: Transient, Stage: stage, Err: err}
+}
 
 // ClassOf returns the class of err: Permanent only when some *Error in its chain says so.
 func ClassOf(err error) Class {

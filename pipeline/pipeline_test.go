@@ -93,8 +93,10 @@ func (m *memStore) Copy(ctx context.Context, sb, sk, db, dk string) error {
 
 func (m *memStore) EnsureBucket(context.Context, string) error { return nil }
 func (m *memStore) Ping(context.Context) error                 { return nil }
-func (m *memStore) URL(bucket, key string) string              { return "https://store.example/" + bucket + "/" + key }
-func (m *memStore) Close() error                               { return nil }
+func (m *memStore) URL(bucket, key string) string {
+	return "https://store.example/" + bucket + "/" + key
+}
+func (m *memStore) Close() error { return nil }
 
 type fakeScanner struct {
 	verdict scanner.Verdict
