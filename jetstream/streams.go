@@ -74,11 +74,13 @@ func (c Config) Validate() error {
 func (c Config) Subjects() contracts.Subjects { return contracts.SubjectsFor(c.App) }
 
 // Stream names are derived from the app prefix, so several apps can share one NATS account.
-func (c Config) RequestsStream() string  { return strings.ToUpper(c.App) + "_MEDIA_REQUESTS" }
-func (c Config) ResponsesStream() string { return strings.ToUpper(c.App) + "_MEDIA_RESPONSES" }
-func (c Config) DLQStream() string       { return strings.ToUpper(c.App) + "_MEDIA_DLQ" }
+func (c Config) RequestsStream() string  { return c.streamPrefix() + "_MEDIA_REQUESTS" }
+func (c Config) ResponsesStream() string { return c.streamPrefix() + "_MEDIA_RESPONSES" }
+func (c Config) DLQStream() string       { return c.streamPrefix() + "_MEDIA_DLQ" }
 
-// StreamConfigs returns the three stream definitions: requests, responses and dlq.
+func (c Config) streamPrefix() string { return strings.ToUpper(strings.ReplaceAll(c.App, "-", "_")) }
+
+// StreamConfigs returns the stream definitions: requests, responses, dlq and the advisory capture.
 func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	subj := c.Subjects()
 	requests := jetstream.StreamConfig{
@@ -121,7 +123,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 		AllowDirect: true,
 		MaxMsgs:     -1,
 	}
-	return []jetstream.StreamConfig{requests, responses, dlq}
+	return []jetstream.StreamConfig{requests, responses, dlq, c.advisoryStreamConfig()}
 }
 
 // ConsumerConfig returns the shared durable pull consumer. It has no InactiveThreshold: a consumer
@@ -149,6 +151,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, c.RequestsStream(), c.ConsumerConfig()); err != nil {
 		return fmt.Errorf("creating consumer %s on %s: %w", c.Durable, c.RequestsStream(), err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, c.AdvisoryStream(), c.AdvisoryConsumerConfig()); err != nil {
+		return fmt.Errorf("creating consumer %s on %s: %w", c.advisoryDurable(), c.AdvisoryStream(), err)
 	}
 	return nil
 }

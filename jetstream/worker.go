@@ -126,6 +126,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	jobsCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelJobs(nil)
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.runAdvisories(ctx) }()
 
 	for ctx.Err() == nil {
 		release, err := w.intake.Acquire(ctx)
@@ -307,9 +309,23 @@ func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, meta *jetstream.
 
 // deadLetter copies the original request, unchanged, to the DLQ stream with headers saying why.
 func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) error {
+	return w.deadLetterRaw(ctx, msg.Data(), msg.Headers(), origin{
+		stream: meta.Stream, seq: meta.Sequence.Stream, deliveries: meta.NumDelivered, published: meta.Timestamp,
+	}, reason, cause)
+}
+
+// origin says where a dead letter came from.
+type origin struct {
+	stream     string
+	seq        uint64
+	deliveries uint64
+	published  time.Time
+}
+
+func (w *Worker) deadLetterRaw(ctx context.Context, data []byte, hdr nats.Header, o origin, reason string, cause error) error {
 	m := nats.NewMsg(w.cfg.Subjects().DLQ)
-	m.Data = msg.Data()
-	for k, vs := range msg.Headers() {
+	m.Data = data
+	for k, vs := range hdr {
 		if k == jetstream.MsgIDHeader {
 			continue // the request's own id would collide with the DLQ's dedupe id
 		}
@@ -321,14 +337,16 @@ func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstr
 	if cause != nil {
 		m.Header.Set(HeaderLastError, clipReason(cause.Error()))
 	}
-	m.Header.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
-	m.Header.Set(HeaderStream, meta.Stream)
-	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
-	m.Header.Set(HeaderPublishedAt, meta.Timestamp.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(HeaderDeliveries, strconv.FormatUint(o.deliveries, 10))
+	m.Header.Set(HeaderStream, o.stream)
+	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(o.seq, 10))
+	if !o.published.IsZero() {
+		m.Header.Set(HeaderPublishedAt, o.published.UTC().Format(time.RFC3339Nano))
+	}
 	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
 	defer cancel()
-	_, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(fmt.Sprintf("dlq/%s/%d", meta.Stream, meta.Sequence.Stream)))
+	_, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(fmt.Sprintf("dlq/%s/%d", o.stream, o.seq)))
 	if err != nil {
 		w.publishFailed(m.Subject)
 		return fmt.Errorf("publishing to %s: %w", m.Subject, err)

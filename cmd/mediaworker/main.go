@@ -35,6 +35,7 @@ var subcommands = []subcommand{
 	{"run", "run the worker (embedded NATS JetStream unless --nats-url / NATS_URL is set)", cmdRun},
 	{"submit", "upload files, publish optimize requests, and with --wait print the responses", cmdSubmit},
 	{"streams", "print or apply the stream and consumer definitions", cmdStreams},
+	{"dlq", "list, show, replay or purge dead letters", cmdDLQ},
 	{"healthcheck", "exit 0 when a running worker reports ready (for container health checks)", cmdHealthcheck},
 	{"version", "print the version", cmdVersion},
 }

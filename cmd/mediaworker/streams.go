@@ -11,13 +11,11 @@ import (
 
 	"github.com/mediaworker/mediaworker/app"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
-	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them on the NATS at --nats-url (idempotent).", "print [requests|responses|dlq|consumer] | apply")
+	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer | advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them on the NATS at --nats-url (idempotent).", "print [NAME] | apply")
 	bindCommon(c, &cfg)
 	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
@@ -25,7 +23,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "consumer max ack pending (total slots of all instances)")
 	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
 	outDir := ""
-	c.fs.StringVar(&outDir, "out-dir", "", "with print: write requests.json, responses.json, dlq.json and consumer.json here")
+	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
 	rest, code, ok := parseOrUsage(c, args, stdout, stderr)
 	if !ok {
 		return code
@@ -50,7 +48,8 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 func definitions(sc natsjs.Config) map[string]any {
 	s := sc.StreamConfigs()
-	return map[string]any{"requests": s[0], "responses": s[1], "dlq": s[2], "consumer": sc.ConsumerConfig()}
+	return map[string]any{"requests": s[0], "responses": s[1], "dlq": s[2], "advisories": s[3],
+		"consumer": sc.ConsumerConfig(), "advisory-consumer": sc.AdvisoryConsumerConfig()}
 }
 
 func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stderr io.Writer) int {
@@ -75,7 +74,7 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 	if len(which) > 0 {
 		d, ok := defs[which[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq or consumer)\n", which[0])
+			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer or advisory-consumer)\n", which[0])
 			return exitUsage
 		}
 		v = d
@@ -86,31 +85,19 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 }
 
 func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer) int {
-	url := cfg.NATS.URL
-	if url == "" {
-		url = nats.DefaultURL
-	}
-	opts := []nats.Option{nats.Name("mediaworker streams apply")}
-	if cfg.NATS.Creds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
-	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "mediaworker streams apply: connecting to %s: %v\n", url, err)
-		return exitFailure
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	nc, js, err := connectJS(cfg, "mediaworker streams apply")
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
 		return exitFailure
 	}
+	defer nc.Close()
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := natsjs.Provision(actx, js, cfg.Streams); err != nil {
 		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "applied streams %s, %s, %s and consumer %s\n", cfg.Streams.RequestsStream(), cfg.Streams.ResponsesStream(), cfg.Streams.DLQStream(), cfg.Streams.Durable)
+	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s and consumers %s, %s-advisories\n", cfg.Streams.RequestsStream(),
+		cfg.Streams.ResponsesStream(), cfg.Streams.DLQStream(), cfg.Streams.AdvisoryStream(), cfg.Streams.Durable, cfg.Streams.Durable)
 	return exitOK
 }

@@ -22,7 +22,6 @@ import (
 
 func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
-	cfg.NATS.URL = nats.DefaultURL
 	c := newCommand("submit", "Upload each FILE to the object store (bucket created if missing), publish an optimize request\nwith a new mediaId, and with --wait print every response and virus event as one JSON line on\nstdout. Exit status: 0 all succeeded, 3 some did not, 2 usage error, 1 anything else.", "FILE...")
 	bindCommon(c, &cfg)
 	var (
@@ -47,24 +46,12 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitUsage
 	}
-	if cfg.NATS.URL == "" {
-		cfg.NATS.URL = nats.DefaultURL
-	}
-	opts := []nats.Option{nats.Name("mediaworker submit")}
-	if cfg.NATS.Creds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
-	}
-	nc, err := nats.Connect(cfg.NATS.URL, opts...)
-	if err != nil {
-		fmt.Fprintf(stderr, "mediaworker submit: connecting to NATS at %s: %v (is `mediaworker run` running?)\n", cfg.NATS.URL, err)
-		return exitFailure
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	nc, js, err := connectJS(cfg, "mediaworker submit")
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitFailure
 	}
+	defer nc.Close()
 	store, err := app.OpenStore(ctx, cfg, js)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)

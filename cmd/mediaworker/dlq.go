@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := app.DefaultConfig()
+	c := newCommand("dlq", `Inspect and manage dead letters (requests that could not be processed).
+  ls                      list entries: sequence, time, mediaId, reason, deliveries, last error
+  show SEQ                one entry with its headers and the original payload
+  replay SEQ...|--all     republish the original payloads to the request subject, then remove them
+  purge SEQ...|--all      remove entries for good`, "ls | show SEQ | replay SEQ...|--all | purge SEQ...|--all")
+	bindCommon(c, &cfg)
+	asJSON, all, limit := false, false, 100
+	c.fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	c.fs.BoolVar(&all, "all", false, "with replay or purge: every entry")
+	c.fs.IntVar(&limit, "limit", limit, "with ls: at most this many entries (0 = all)")
+	rest, code, ok := parseOrUsage(c, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) == 0 {
+		c.printUsage(stderr)
+		return exitUsage
+	}
+	action, rest := rest[0], rest[1:]
+	// Flags may also follow the action: `dlq replay --all`.
+	if err := c.fs.Parse(rest); err != nil {
+		fmt.Fprintf(stderr, "mediaworker dlq: %v\n", err)
+		return exitUsage
+	}
+	rest = c.fs.Args()
+	seqs, err := parseSeqs(rest)
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker dlq %s: %v\n", action, err)
+		return exitUsage
+	}
+
+	nc, js, err := connectJS(cfg, "mediaworker dlq")
+	if err != nil {
+		fmt.Fprintf(stderr, "mediaworker dlq: %v\n", err)
+		return exitFailure
+	}
+	defer nc.Close()
+	d := natsjs.NewDLQ(js, cfg.Streams)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	switch action {
+	case "ls", "list":
+		list, err := d.List(ctx, limit)
+		if err != nil {
+			fmt.Fprintf(stderr, "mediaworker dlq ls: %v\n", err)
+			return exitFailure
+		}
+		if asJSON {
+			return printJSON(stdout, list)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tTIME\tMEDIA ID\tREASON\tDELIVERIES\tLAST ERROR")
+		for _, e := range list {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format(time.DateTime), orDash(e.MediaID), e.Reason, e.Deliveries, clip(e.LastError, 80))
+		}
+		tw.Flush()
+		if len(list) == 0 {
+			fmt.Fprintln(stderr, "the dead-letter stream is empty")
+		}
+		return exitOK
+	case "show":
+		if len(seqs) != 1 {
+			fmt.Fprintln(stderr, "mediaworker dlq show: name exactly one SEQ")
+			return exitUsage
+		}
+		e, err := d.Get(ctx, seqs[0])
+		if err != nil {
+			fmt.Fprintf(stderr, "mediaworker dlq show: %v\n", err)
+			return exitFailure
+		}
+		if asJSON {
+			return printJSON(stdout, e)
+		}
+		fmt.Fprintf(stdout, "seq:        %d\ntime:       %s\nmediaId:    %s\nreason:     %s\ndeliveries: %d\nlast error: %s\nheaders:\n",
+			e.Seq, e.Time.Local().Format(time.RFC3339), orDash(e.MediaID), e.Reason, e.Deliveries, orDash(e.LastError))
+		for k, vs := range e.Header {
+			fmt.Fprintf(stdout, "  %s: %s\n", k, strings.Join(vs, ", "))
+		}
+		fmt.Fprintf(stdout, "payload:\n%s\n", e.PayloadText)
+		return exitOK
+	case "replay", "purge":
+		if all == (len(seqs) > 0) {
+			fmt.Fprintf(stderr, "mediaworker dlq %s: name SEQ... or --all (not both)\n", action)
+			return exitUsage
+		}
+		if action == "purge" && all {
+			n, err := d.Purge(ctx)
+			if err != nil {
+				fmt.Fprintf(stderr, "mediaworker dlq purge: %v\n", err)
+				return exitFailure
+			}
+			fmt.Fprintf(stdout, "purged %d dead letters\n", n)
+			return exitOK
+		}
+		if all {
+			list, err := d.List(ctx, 0)
+			if err != nil {
+				fmt.Fprintf(stderr, "mediaworker dlq replay: %v\n", err)
+				return exitFailure
+			}
+			for _, e := range list {
+				seqs = append(seqs, e.Seq)
+			}
+		}
+		failed := 0
+		for _, s := range seqs {
+			var err error
+			if action == "replay" {
+				err = d.Replay(ctx, s)
+			} else {
+				err = d.Delete(ctx, s)
+			}
+			if err != nil {
+				failed++
+				fmt.Fprintf(stderr, "mediaworker dlq %s %d: %v\n", action, s, err)
+				continue
+			}
+			verb := "replayed"
+			if action == "purge" {
+				verb = "purged"
+			}
+			fmt.Fprintf(stdout, "%s %d\n", verb, s)
+		}
+		if failed > 0 {
+			return exitFailure
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "mediaworker dlq: unknown action %q (ls, show, replay or purge)\n", action)
+	return exitUsage
+}
+
+func parseSeqs(args []string) ([]uint64, error) {
+	var out []uint64
+	for _, a := range args {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%q is not a stream sequence (see `mediaworker dlq ls`)", a)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// connectJS connects like `submit` does: --nats-url, NATS_URL, or the default local server.
+func connectJS(cfg app.Config, name string) (*nats.Conn, jetstream.JetStream, error) {
+	url := cfg.NATS.URL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	opts := []nats.Option{nats.Name(name)}
+	if cfg.NATS.Creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is `mediaworker run` running?)", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func printJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		return exitFailure
+	}
+	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

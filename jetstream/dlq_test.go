@@ -1,0 +1,115 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/contracts"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestDLQListShowReplayPurge(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.MaxDeliver = 1 },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+			if fail.Load() {
+				return failure(req, pipeline.Retry, "uploading: store down")
+			}
+			return success(req)
+		})
+	stop := r.start()
+	a, b := uuid.NewString(), uuid.NewString()
+	r.publish(a)
+	r.publish(b)
+	r.awaitResponses(a, 1)
+	r.awaitResponses(b, 1)
+	stop()
+
+	ctx := context.Background()
+	d := natsjs.NewDLQ(r.js, r.cfg)
+	list, err := d.List(ctx, 0)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %v, %d entries", err, len(list))
+	}
+	if list[0].MediaID != a || list[0].Reason != "max-deliveries" || list[0].Deliveries != 1 || list[0].LastError != "uploading: store down" {
+		t.Fatalf("entry: %+v", list[0])
+	}
+
+	// Replay after the cause is gone: the request runs again and succeeds; the entry is gone.
+	fail.Store(false)
+	r.start()
+	if err := d.Replay(ctx, list[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	got := r.awaitResponses(a, 2)
+	if !got[1].Success {
+		t.Fatalf("replayed request: %+v", got[1])
+	}
+	if _, err := d.Get(ctx, list[0].Seq); !errors.Is(err, natsjs.ErrNoSuchEntry) {
+		t.Fatalf("replayed entry still there: %v", err)
+	}
+	n, err := d.Purge(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v", n, err)
+	}
+	if list, _ := d.List(ctx, 0); len(list) != 0 {
+		t.Fatalf("after purge: %d entries", len(list))
+	}
+}
+
+// A request whose worker died on its last delivery is moved by the advisory safety net.
+func TestMaxDeliveriesAdvisoryMovesOrphanToDLQ(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
+		c.MaxDeliver = 2
+		c.AckWait = time.Second
+	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		t.Error("the worker must not process an exhausted request")
+		return success(req)
+	})
+	id := uuid.NewString()
+	r.publish(id)
+	// Two "workers" take the request and die without a word.
+	ctx := context.Background()
+	cons, err := r.js.Consumer(ctx, r.cfg.RequestsStream(), r.cfg.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+	}
+	r.start()
+	got := r.awaitResponses(id, 1)
+	if got[0].Success || !strings.Contains(got[0].Error, "gave up after 2 deliveries") {
+		t.Fatalf("response: %+v", got[0])
+	}
+	r.awaitEmptyWorkQueue()
+	list, err := natsjs.NewDLQ(r.js, r.cfg).List(ctx, 0)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("dlq: %v %d", err, len(list))
+	}
+	var req contracts.Request
+	if json.Unmarshal(list[0].Payload, &req) != nil || req.MediaID != id || list[0].Reason != "max-deliveries" {
+		t.Fatalf("dead letter: %+v", list[0])
+	}
+}
+
+func TestMaxQueuedRefusesPublishes(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.MaxQueued = 2 }, nil)
+	r.publish(uuid.NewString())
+	r.publish(uuid.NewString())
+	data, _ := json.Marshal(contracts.Request{S3Key: "a.jpg", S3Bucket: "m", MediaID: uuid.NewString(), MediaURL: "https://a/1"})
+	if _, err := r.js.Publish(context.Background(), r.cfg.Subjects().Request, data); err == nil {
+		t.Fatal("a third request was accepted by a queue capped at 2")
+	}
+}
