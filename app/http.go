@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -72,7 +73,19 @@ func (a *App) readiness(ctx context.Context) []check {
 	add("consumer", err)
 	add("object_store", a.store.Ping(ctx))
 	add("clamd", a.scanner.Ping(ctx))
+	add("scratch_disk", a.checkScratch())
 	return out
+}
+
+func (a *App) checkScratch() error {
+	free, err := pipeline.FreeBytes(a.cfg.Pipeline.TmpDir)
+	if err != nil {
+		return err
+	}
+	if free < a.cfg.Pipeline.MinFreeBytes {
+		return fmt.Errorf("%s free in %s, below the floor of %s", objstore.FormatBytes(free), a.cfg.Pipeline.TmpDir, objstore.FormatBytes(a.cfg.Pipeline.MinFreeBytes))
+	}
+	return nil
 }
 
 func (a *App) handleReady(w http.ResponseWriter, r *http.Request) {

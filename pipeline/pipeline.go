@@ -27,6 +27,7 @@ type ImageTransformer interface {
 
 // VideoTransformer turns one video into an MP4, a poster and optionally HLS.
 type VideoTransformer interface {
+	Probe(ctx context.Context, path string) (transcoder.VideoInfo, error)
 	Transform(ctx context.Context, srcPath, outDir string) (transcoder.VideoResult, error)
 }
 
@@ -46,11 +47,31 @@ type Config struct {
 	MaxInputBytes    int64  // refuse larger objects before download (and while streaming)
 	PublicBaseURL    string // "" → the store's own URL for each key
 	QuarantineBucket string // "" → infected objects are deleted
+
+	// MinFreeBytes is the scratch space that must stay free beside a job's needs; DiskFactor × the
+	// object's size is what a job needs (input plus outputs). Short of that the job waits and retries.
+	MinFreeBytes int64
+	DiskFactor   float64
+
+	// JobTimeout is the hard cap of one job. Videos get less: VideoTimeoutBase plus
+	// VideoTimeoutPerSecond for every second of input, so a stuck ffmpeg is killed long before the cap.
+	JobTimeout            time.Duration
+	VideoTimeoutBase      time.Duration
+	VideoTimeoutPerSecond time.Duration
 }
 
-// DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir.
+// DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir with 256 MiB kept
+// free, a 30-minute cap per job and 2 min + 4 s per second of video.
 func DefaultConfig() Config {
-	return Config{TmpDir: os.TempDir(), MaxInputBytes: 500 << 20}
+	return Config{
+		TmpDir:                os.TempDir(),
+		MaxInputBytes:         500 << 20,
+		MinFreeBytes:          256 << 20,
+		DiskFactor:            3,
+		JobTimeout:            30 * time.Minute,
+		VideoTimeoutBase:      2 * time.Minute,
+		VideoTimeoutPerSecond: 4 * time.Second,
+	}
 }
 
 // Validate checks the settings.
@@ -60,6 +81,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInputBytes <= 0 {
 		return fmt.Errorf("max input bytes must be positive, got %d", c.MaxInputBytes)
+	}
+	if c.MinFreeBytes < 0 || c.DiskFactor < 1 {
+		return fmt.Errorf("min free bytes must not be negative and disk factor must be at least 1, got %d and %g", c.MinFreeBytes, c.DiskFactor)
+	}
+	if c.JobTimeout <= 0 || c.VideoTimeoutBase <= 0 || c.VideoTimeoutPerSecond < 0 {
+		return fmt.Errorf("job timeout and video timeout base must be positive")
 	}
 	if c.QuarantineBucket != "" {
 		if err := contracts.ValidateBucket(c.QuarantineBucket); err != nil {
@@ -105,10 +132,13 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 
 // job is the state that flows through the steps of one request.
 type job struct {
+	ctx     context.Context // the job's context; a step may tighten its deadline
+	cancel  context.CancelFunc
 	req     contracts.Request
 	keys    contracts.OutputKeys
 	dir     string // scratch dir, removed at the end
 	input   string // dir/input
+	started time.Time
 	info    objstore.Info
 	mime    string
 	kind    MediaKind
@@ -123,14 +153,19 @@ type step struct {
 	run  func(ctx context.Context, j *job) error
 }
 
+// ErrJobTimeout is the cause of a job cancelled for taking longer than its deadline.
+var ErrJobTimeout = errors.New("job took longer than its time limit")
+
 // Process runs one validated request to its outcome. Scratch files are removed before it returns.
 func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 	j := &job{req: req, keys: contracts.KeysFor(req)}
+	j.ctx, j.cancel = context.WithTimeoutCause(ctx, p.cfg.JobTimeout, ErrJobTimeout)
 	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}
 	defer j.cleanup()
 
 	steps := []step{
 		{"preparing", p.prepare},
+		{"checking", p.check},
 		{"downloading", p.download},
 		{"scanning", p.scan},
 		{"detecting", p.detect},
@@ -138,11 +173,14 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 		{"transforming", p.transform},
 	}
 	for _, s := range steps {
-		if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
-			return p.fail(j, transient(s.name, fmt.Errorf("job stopped: %w", err)))
+		if j.ctx.Err() != nil {
+			return p.fail(j, p.stopped(j, s.name))
 		}
 		start := p.now()
-		err := s.run(ctx, j)
+		err := s.run(j.ctx, j)
+		if err != nil && j.ctx.Err() != nil {
+			err = p.stopped(j, s.name)
+		}
 		if p.observer != nil {
 			p.observer.StageDone(j.kind, s.name, p.now().Sub(start), err)
 		}
@@ -154,6 +192,20 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 		}
 	}
 	return j.out
+}
+
+// stopped explains a job whose context ended: over its time limit is the input's fault (permanent);
+// anything else (shutdown, a lost delivery) is not.
+func (p *Pipeline) stopped(j *job, stage string) error {
+	cause := context.Cause(j.ctx)
+	if errors.Is(cause, ErrJobTimeout) {
+		limit := p.cfg.JobTimeout
+		if dl, ok := j.ctx.Deadline(); ok && j.started != (time.Time{}) {
+			limit = dl.Sub(j.started).Round(time.Second)
+		}
+		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit))
+	}
+	return transient(stage, fmt.Errorf("job stopped: %w", cause))
 }
 
 // fail turns err into a Failed or Retry outcome with the failure response the API will see.
@@ -180,6 +232,7 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 }
 
 func (j *job) cleanup() {
+	j.cancel()
 	if j.release != nil {
 		j.release()
 	}
@@ -200,6 +253,35 @@ func (p *Pipeline) prepare(ctx context.Context, j *job) error {
 	}
 	j.dir = dir
 	j.input = filepath.Join(dir, "input")
+	j.started = p.now()
+	return nil
+}
+
+// check refuses what is missing or over the input cap before a byte is downloaded, and waits (as a
+// transient failure) when the scratch disk cannot hold the job.
+func (p *Pipeline) check(ctx context.Context, j *job) error {
+	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+	case objstore.IsPermanent(err):
+		return permanent("downloading", err)
+	default:
+		return transient("downloading", err)
+	}
+	if info.Size > p.cfg.MaxInputBytes {
+		return permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
+	}
+	free, err := FreeBytes(p.cfg.TmpDir)
+	if err != nil {
+		return transient("checking scratch space", err)
+	}
+	need := int64(float64(info.Size)*p.cfg.DiskFactor) + p.cfg.MinFreeBytes
+	if free < need {
+		return transient("checking scratch space", fmt.Errorf("scratch disk %s has %s free; this job needs %s (%.0f× the input plus %s kept free)",
+			p.cfg.TmpDir, objstore.FormatBytes(free), objstore.FormatBytes(need), p.cfg.DiskFactor, objstore.FormatBytes(p.cfg.MinFreeBytes)))
+	}
 	return nil
 }
 
@@ -286,6 +368,25 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	}
 	j.mime, j.kind = mime, kind
 	j.out.MediaKind = kind
+	if kind != Video {
+		return nil
+	}
+	// A video's deadline follows its length, so a stuck encoder is killed in minutes, not at the cap.
+	info, err := p.videos.Probe(ctx, j.input)
+	if err != nil {
+		if transcoder.IsBadInput(err) {
+			return permanent("probing", err)
+		}
+		return transient("probing", err)
+	}
+	limit := p.cfg.VideoTimeoutBase + time.Duration(info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
+	if limit < p.cfg.JobTimeout {
+		parent := j.ctx
+		var cancel context.CancelFunc
+		j.ctx, cancel = context.WithTimeoutCause(parent, limit-p.now().Sub(j.started), ErrJobTimeout)
+		prev := j.cancel
+		j.cancel = func() { cancel(); prev() }
+	}
 	return nil
 }
 

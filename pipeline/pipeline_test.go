@@ -112,10 +112,15 @@ func (f *fakeScanner) ScanFile(ctx context.Context, path string) (scanner.Verdic
 type fakeImages struct {
 	err    error
 	called bool
+	block  bool // wait for ctx to end, like a stuck encoder killed by its context
 }
 
 func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder.ImageResult, error) {
 	f.called = true
+	if f.block {
+		<-ctx.Done()
+		return transcoder.ImageResult{}, ctx.Err()
+	}
 	if f.err != nil {
 		return transcoder.ImageResult{}, f.err
 	}
@@ -131,6 +136,10 @@ func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder
 }
 
 type fakeVideos struct{}
+
+func (fakeVideos) Probe(ctx context.Context, path string) (transcoder.VideoInfo, error) {
+	return transcoder.VideoInfo{Duration: 1}, nil
+}
 
 func (fakeVideos) Transform(ctx context.Context, src, out string) (transcoder.VideoResult, error) {
 	return transcoder.VideoResult{}, errors.New("not used")
@@ -152,9 +161,10 @@ func newFixture(t *testing.T) *fixture {
 		store:  &memStore{objs: map[string][]byte{}},
 		scan:   &fakeScanner{},
 		images: &fakeImages{},
-		cfg:    Config{TmpDir: t.TempDir(), MaxInputBytes: 1 << 20},
+		cfg:    DefaultConfig(),
 		req:    contracts.Request{S3Key: "u/p.jpg", S3Bucket: "media", MediaID: "550e8400-e29b-41d4-a716-446655440000", MediaURL: "https://a/1"},
 	}
+	f.cfg.TmpDir, f.cfg.MaxInputBytes, f.cfg.MinFreeBytes = t.TempDir(), 1<<20, 0
 	f.store.objs["media/u/p.jpg"] = jpegHeader
 	return f
 }
@@ -199,6 +209,11 @@ func TestClassification(t *testing.T) {
 		{"corrupt image", func(f *fixture) { f.images.err = &transcoder.Error{BadInput: true, Msg: "truncated JPEG"} }, Failed, "truncated JPEG", true},
 		{"internal transform failure", func(f *fixture) { f.images.err = &transcoder.Error{Msg: "disk full"} }, Retry, "disk full", true},
 		{"upload fails", func(f *fixture) { f.store.failPut = errors.New("503 slow down") }, Retry, "uploading", true},
+		{"scratch disk short", func(f *fixture) { f.cfg.MinFreeBytes = 1 << 62 }, Retry, "this job needs", false},
+		{"stuck transform", func(f *fixture) {
+			f.cfg.JobTimeout = 200 * time.Millisecond
+			f.images.block = true
+		}, Failed, "processing took longer than the limit of", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
