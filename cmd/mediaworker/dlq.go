@@ -38,12 +38,6 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	action, rest := rest[0], rest[1:]
-	// Flags may also follow the action: `dlq replay --all`.
-	if err := c.fs.Parse(rest); err != nil {
-		fmt.Fprintf(stderr, "mediaworker dlq: %v\n", err)
-		return exitUsage
-	}
-	rest = c.fs.Args()
 	seqs, err := parseSeqs(rest)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker dlq %s: %v\n", action, err)

@@ -56,10 +56,23 @@ func (c *command) parse(args []string) ([]string, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := c.fs.Parse(args); err != nil {
-		return nil, err
+	// Flags may come before, between or after the positional arguments (`dlq replay --all`); "--"
+	// ends the flags.
+	var positional []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = c.fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		if args[0] == "--" {
+			return append(positional, args[1:]...), nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
 	}
-	return c.fs.Args(), nil
 }
 
 // printUsage writes the command's help: synopsis, summary, and every flag with its variable and default.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/mediaworker/mediaworker/app"
@@ -59,8 +60,13 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 			fmt.Fprintf(stderr, "mediaworker streams print: %v\n", err)
 			return exitFailure
 		}
-		for name, d := range defs {
-			b, _ := json.MarshalIndent(d, "", "  ")
+		names := make([]string, 0, len(defs))
+		for name := range defs {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			b, _ := json.MarshalIndent(defs[name], "", "  ")
 			p := filepath.Join(outDir, name+".json")
 			if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
 				fmt.Fprintf(stderr, "mediaworker streams print: %v\n", err)
