@@ -35,6 +35,7 @@ type App struct {
 	js       jetstream.JetStream
 	store    objstore.Store
 	scanner  *scanner.Scanner
+	scan     *scanHandler
 	worker   *natsjs.Worker
 	gates    map[pipeline.MediaKind]*slots.Gate
 	metrics  *metrics
@@ -90,6 +91,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 	if a.scanner, err = scanner.New(cfg.Scanner); err != nil {
 		return nil, fmt.Errorf("creating scanner: %w", err)
 	}
+	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, a.scanner, a.metrics)
 	images, err := transcoder.NewImages(cfg.Images)
 	if err != nil {
 		return nil, fmt.Errorf("creating image transcoder: %w", err)

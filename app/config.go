@@ -51,6 +51,7 @@ type Config struct {
 
 	HTTPAddr     string // "" disables HTTP
 	ServeObjects bool   // serve /objects/<bucket>/<key> from the NATS object store
+	ScanAPI      ScanAPIConfig
 }
 
 // DefaultConfig returns the embedded, single-machine default of DESIGN.md.
@@ -77,6 +78,7 @@ func DefaultConfig() Config {
 		Videos:       transcoder.DefaultVideoConfig(),
 		HTTPAddr:     "127.0.0.1:8080",
 		ServeObjects: true,
+		ScanAPI:      DefaultScanAPIConfig(),
 	}
 	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
 	return c
@@ -109,6 +111,9 @@ func (c Config) Validate() error {
 	add("pipeline", c.Pipeline.Validate())
 	add("images", c.Images.Validate())
 	add("videos", c.Videos.Validate())
+	if c.ScanAPI.Enabled && c.ScanAPI.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("scan api concurrency must be at least 1, got %d", c.ScanAPI.Concurrency))
+	}
 	if c.Scanner.MaxStreamBytes > 0 && c.Pipeline.MaxInputBytes > c.Scanner.MaxStreamBytes {
 		errs = append(errs, fmt.Errorf("max input bytes (%d) is above what the scanner may stream (%d): inputs could not all be scanned", c.Pipeline.MaxInputBytes, c.Scanner.MaxStreamBytes))
 	}

@@ -30,6 +30,9 @@ func (a *App) listenHTTP() error {
 	mux.HandleFunc("GET /health/ready", a.handleReady)
 	mux.HandleFunc("GET /health", a.handleHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	if a.cfg.ScanAPI.Enabled {
+		mux.HandleFunc("POST /v1/scan", func(w http.ResponseWriter, r *http.Request) { a.scan.ServeHTTP(w, r) })
+	}
 	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}

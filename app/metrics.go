@@ -16,6 +16,8 @@ type metrics struct {
 	stages         *prometheus.HistogramVec
 	redeliveries   prometheus.Counter
 	publishFailure *prometheus.CounterVec
+	verdicts       *prometheus.CounterVec
+	bytes          *prometheus.CounterVec
 }
 
 func newMetrics(gates map[pipeline.MediaKind]*slots.Gate) *metrics {
@@ -40,7 +42,15 @@ func newMetrics(gates map[pipeline.MediaKind]*slots.Gate) *metrics {
 			Help: "Publishes to JetStream that got no ack.",
 		}, []string{"subject"}),
 	}
-	reg.MustRegister(m.jobs, m.stages, m.redeliveries, m.publishFailure,
+	m.verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mediaworker_scan_verdicts_total",
+		Help: "clamd verdicts: clean, infected, refused (over a clamd limit) or error.",
+	}, []string{"verdict"})
+	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mediaworker_bytes_total",
+		Help: "Bytes downloaded (in) and uploaded (out).",
+	}, []string{"direction"})
+	reg.MustRegister(m.jobs, m.stages, m.redeliveries, m.publishFailure, m.verdicts, m.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for kind, g := range gates {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -69,12 +79,27 @@ func (m *metrics) StageDone(kind pipeline.MediaKind, stage string, d time.Durati
 	m.stages.WithLabelValues(kindLabel(kind), stage).Observe(d.Seconds())
 }
 
+// Scanned implements pipeline.Observer.
+func (m *metrics) Scanned(verdict string) { m.scanned(verdict) }
+
+func (m *metrics) scanned(verdict string) { m.verdicts.WithLabelValues(verdict).Inc() }
+
+// Transferred implements pipeline.Observer.
+func (m *metrics) Transferred(direction string, n int64) {
+	m.bytes.WithLabelValues(direction).Add(float64(n))
+}
+
 // Settled implements jetstream.Observer.
 func (m *metrics) Settled(outcome string, kind pipeline.MediaKind, deliveries uint64) {
 	m.jobs.WithLabelValues(kindLabel(kind), outcome).Inc()
 	if deliveries > 1 {
 		m.redeliveries.Inc()
 	}
+}
+
+// Published implements jetstream.Observer.
+func (m *metrics) Published(subject string, d time.Duration) {
+	m.stages.WithLabelValues("any", "publishing").Observe(d.Seconds())
 }
 
 // PublishFailed implements jetstream.Observer.

@@ -91,6 +91,7 @@ type Worker struct {
 // Observer is told how each message was settled; it feeds metrics. It may be nil.
 type Observer interface {
 	Settled(outcome string, kind pipeline.MediaKind, deliveries uint64)
+	Published(subject string, d time.Duration)
 	PublishFailed(subject string)
 }
 
@@ -363,9 +364,13 @@ func (w *Worker) publish(ctx context.Context, subject string, v any, msgID strin
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
 	defer cancel()
+	start := time.Now()
 	if _, err := w.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(msgID)); err != nil {
 		w.publishFailed(subject)
 		return fmt.Errorf("publishing to %s: %w", subject, err)
+	}
+	if w.obs != nil {
+		w.obs.Published(subject, time.Since(start))
 	}
 	return nil
 }

@@ -36,9 +36,12 @@ type Limiter interface {
 	Acquire(ctx context.Context, kind MediaKind) (release func(), err error)
 }
 
-// Observer is told when a stage ends; it feeds metrics and logs. It may be nil.
+// Observer is told when a stage ends, what clamd said and how many bytes moved; it feeds metrics.
+// It may be nil.
 type Observer interface {
 	StageDone(kind MediaKind, stage string, d time.Duration, err error)
+	Scanned(verdict string)                // clean, infected, refused, error
+	Transferred(direction string, n int64) // "in" (download) or "out" (upload)
 }
 
 // Config holds the pipeline's own settings.
@@ -143,6 +146,7 @@ type job struct {
 	mime    string
 	kind    MediaKind
 	release func()
+	outs    []output // files the transform made, uploaded by the next step
 	out     Outcome
 }
 
@@ -171,6 +175,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 		{"detecting", p.detect},
 		{"waiting for a slot", p.acquire},
 		{"transforming", p.transform},
+		{"uploading", p.upload},
 	}
 	for _, s := range steps {
 		if j.ctx.Err() != nil {
@@ -303,11 +308,27 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 		return permanent("downloading", errors.New("object is empty (0 bytes)"))
 	}
 	j.info = info
+	if p.observer != nil {
+		p.observer.Transferred("in", info.Size)
+	}
 	return nil
 }
 
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
 	v, err := p.scanner.ScanFile(ctx, j.input)
+	verdict := "clean"
+	switch {
+	case err == nil && v.Infected:
+		verdict = "infected"
+	case err == nil:
+	case scanner.IsRefused(err):
+		verdict = "refused"
+	default:
+		verdict = "error"
+	}
+	if p.observer != nil {
+		p.observer.Scanned(verdict)
+	}
 	switch {
 	case err == nil:
 	case scanner.IsRefused(err):
@@ -430,7 +451,8 @@ func (p *Pipeline) transform(ctx context.Context, j *job) error {
 		j.release()
 		j.release = nil
 	}
-	return p.upload(ctx, j, outs)
+	j.outs = outs
+	return nil
 }
 
 // output is one file to upload and the variant it becomes.
@@ -498,14 +520,17 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 }
 
 // upload stores every output and fills the response. Only outputs with a variant format are listed.
-func (p *Pipeline) upload(ctx context.Context, j *job, outs []output) error {
-	for _, o := range outs {
+func (p *Pipeline) upload(ctx context.Context, j *job) error {
+	for _, o := range j.outs {
 		if err := ctx.Err(); err != nil {
 			return transient("uploading", fmt.Errorf("job stopped: %w", context.Cause(ctx)))
 		}
 		n, err := p.uploadFile(ctx, j.req.S3Bucket, o)
 		if err != nil {
 			return transient("uploading", fmt.Errorf("uploading %s: %w", o.key, err))
+		}
+		if p.observer != nil {
+			p.observer.Transferred("out", n)
 		}
 		if o.variant.Format == "" {
 			continue

@@ -110,6 +110,10 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.BoolVar(&cfg.Videos.HLS, "video-hls", cfg.Videos.HLS, "also write an HLS VOD playlist and segments")
 
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "health, metrics (and, with --storage nats, /objects) listen address; empty disables")
+	fs.BoolVar(&cfg.ScanAPI.Enabled, "scan-api", cfg.ScanAPI.Enabled, "serve POST /v1/scan: an API streams an upload's bytes and gets clamd's verdict as JSON")
+	fs.StringVar(&cfg.ScanAPI.Token, "scan-api-token", cfg.ScanAPI.Token, "bearer token /v1/scan requires (empty: none; then keep --http-addr on loopback)")
+	fs.IntVar(&cfg.ScanAPI.Concurrency, "scan-api-concurrency", cfg.ScanAPI.Concurrency, "scans /v1/scan runs at once (its own slots, never the jobs')")
+	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
 }
 

@@ -1,0 +1,133 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHealthEndpointsAndMetrics(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, nil)
+	base := "http://" + w.app.HTTPAddr()
+
+	if code, body := get(t, base+"/health/live"); code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("live: %d %s", code, body)
+	}
+	code, body := get(t, base+"/health/ready")
+	if code != 200 {
+		t.Fatalf("ready: %d %s", code, body)
+	}
+	for _, check := range []string{"nats", "consumer", "object_store", "clamd", "scratch_disk"} {
+		if !strings.Contains(body, `"name": "`+check+`"`) {
+			t.Errorf("readiness lacks the %s check: %s", check, body)
+		}
+	}
+	var health struct {
+		Jobs     map[string]struct{ Active, Max int }
+		Consumer map[string]int
+	}
+	_, body = get(t, base+"/health")
+	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Jobs["image"].Max != 2 || health.Jobs["video"].Max != 1 || health.Consumer == nil {
+		t.Fatalf("health: %v %s", err, body)
+	}
+
+	// One job moves every metric the operations guide lists.
+	id := w.request(w.upload(testenv.MakeJPEG(t, t.TempDir(), 800, 600), "m/p.jpg"))
+	if r := w.await(id, time.Minute); !r.Success {
+		t.Fatalf("%+v", r)
+	}
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{
+		`mediaworker_jobs_total{kind="image",outcome="success"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="image",stage="transforming"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="image",stage="uploading"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="unknown",stage="downloading"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="unknown",stage="scanning"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="any",stage="publishing"} 1`,
+		`mediaworker_scan_verdicts_total{verdict="clean"} 1`,
+		`mediaworker_bytes_total{direction="in"}`,
+		`mediaworker_bytes_total{direction="out"}`,
+		`mediaworker_jobs_in_flight{kind="video"} 0`,
+		`mediaworker_redeliveries_total 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// Readiness names the failing dependency.
+	clamd.Stop()
+	code, body = get(t, base+"/health/ready")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd") {
+		t.Fatalf("with clamd stopped: %d %s", code, body)
+	}
+	clamd.Start()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if code, _ := get(t, base+"/health/ready"); code != 200 {
+			return fmt.Errorf("ready answers %d", code)
+		}
+		return nil
+	})
+}
+
+func TestScanAPI(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) {
+		c.ScanAPI.Token = "s3cret"
+		c.ScanAPI.MaxBytes = 1 << 20
+	})
+	url := "http://" + w.app.HTTPAddr() + "/v1/scan"
+	post := func(body, token string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	if code, v := post("hello", "s3cret"); code != 200 || v["clean"] != true {
+		t.Errorf("clean: %d %v", code, v)
+	}
+	if code, v := post("prefix "+testenv.EICAR, "s3cret"); code != 200 || v["infected"] != true || v["virusName"] != testenv.EICARSignature {
+		t.Errorf("infected: %d %v", code, v)
+	}
+	if code, v := post(strings.Repeat("a", 1<<20+1), "s3cret"); code != http.StatusRequestEntityTooLarge || !strings.Contains(fmt.Sprint(v["error"]), "limit is") {
+		t.Errorf("over cap: %d %v", code, v)
+	}
+	if code, _ := post("hello", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d", code)
+	}
+	if code, _ := post("hello", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d", code)
+	}
+	clamd.Stop()
+	if code, v := post("hello", "s3cret"); code != http.StatusServiceUnavailable || v["clean"] == true {
+		t.Errorf("clamd down: %d %v", code, v)
+	}
+}
