@@ -22,11 +22,13 @@ type command struct {
 	fs      *flag.FlagSet
 	// fallbacks maps a flag to standard environment variables read when MW_<FLAG> is unset.
 	fallbacks map[string][]string
+	// source says where each set flag's value came from: the variable's name, or "flag".
+	source map[string]string
 }
 
 func newCommand(name, summary, usage string) *command {
 	c := &command{name: name, summary: summary, usage: usage, fs: flag.NewFlagSet(name, flag.ContinueOnError),
-		fallbacks: map[string][]string{}}
+		fallbacks: map[string][]string{}, source: map[string]string{}}
 	c.fs.SetOutput(io.Discard) // we print usage and errors ourselves
 	return c
 }
@@ -50,6 +52,7 @@ func (c *command) parse(args []string) ([]string, error) {
 			if err := c.fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("environment variable %s=%q: %v", n, v, err))
 			}
+			c.source[f.Name] = n
 			break
 		}
 	})
@@ -59,6 +62,11 @@ func (c *command) parse(args []string) ([]string, error) {
 	// Flags may come before, between or after the positional arguments (`dlq replay --all`); "--"
 	// ends the flags.
 	var positional []string
+	defer c.fs.Visit(func(f *flag.Flag) {
+		if _, fromEnv := c.source[f.Name]; !fromEnv || contains(args, f.Name) {
+			c.source[f.Name] = "flag"
+		}
+	})
 	for {
 		if err := c.fs.Parse(args); err != nil {
 			return nil, err
@@ -144,4 +152,15 @@ func parseBytes(s string) (int64, error) {
 
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, usage string) {
 	fs.DurationVar(p, name, *p, usage)
+}
+
+// contains reports whether args name the flag (as -name, --name, -name=v or --name=v).
+func contains(args []string, name string) bool {
+	for _, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }

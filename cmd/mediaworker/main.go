@@ -36,6 +36,7 @@ var subcommands = []subcommand{
 	{"submit", "upload files, publish optimize requests, and with --wait print the responses", cmdSubmit},
 	{"streams", "print or apply the stream and consumer definitions", cmdStreams},
 	{"dlq", "list, show, replay or purge dead letters", cmdDLQ},
+	{"config", "print the effective settings of run (secrets masked) and where each came from", cmdConfig},
 	{"healthcheck", "exit 0 when a running worker reports ready (for container health checks)", cmdHealthcheck},
 	{"version", "print the version", cmdVersion},
 }

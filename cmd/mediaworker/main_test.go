@@ -169,3 +169,32 @@ func TestSubmitWait(t *testing.T) {
 	}
 	t.Logf("submit --wait of a 1 MP photo and EICAR took %s", time.Since(start).Round(time.Millisecond))
 }
+
+func TestConfigMasksSecretsAndNamesSources(t *testing.T) {
+	t.Setenv("MW_S3_SECRET_KEY", "hunter2")
+	t.Setenv("MW_MAX_VIDEO_JOBS", "3")
+	code, out, errs := run(t, "config", "--max-image-jobs", "5", "--scan-api-token", "tok")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.Contains(out, "hunter2") || strings.Contains(out, " tok ") {
+		t.Fatalf("a secret leaked:\n%s", out)
+	}
+	for _, want := range []string{"--s3-secret-key", "MW_S3_SECRET_KEY", "--max-video-jobs", "--max-image-jobs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config output lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "--max-image-jobs" && (f[1] != "5" || f[2] != "flag") {
+			t.Errorf("max-image-jobs line: %q", line)
+		}
+		if len(f) == 3 && f[0] == "--max-video-jobs" && (f[1] != "3" || f[2] != "MW_MAX_VIDEO_JOBS") {
+			t.Errorf("max-video-jobs line: %q", line)
+		}
+		if len(f) == 3 && f[0] == "--ack-wait" && f[2] != "default" {
+			t.Errorf("ack-wait line: %q", line)
+		}
+	}
+}

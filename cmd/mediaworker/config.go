@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mediaworker/mediaworker/app"
+)
+
+// secretFlags are printed masked by `config`.
+var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true}
+
+func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := app.DefaultConfig()
+	c := newCommand("config", "Print the settings `mediaworker run` would use with these flags and this environment, with\nwhere each value came from (default, flag, or the variable's name). Secrets are masked.\nTakes the same flags as run.", "")
+	bindCommon(c, &cfg)
+	bindRun(c, &cfg)
+	logLevel, logFormat := "info", "auto"
+	c.fs.StringVar(&logLevel, "log-level", logLevel, "trace, debug, info, warn or error")
+	c.fs.StringVar(&logFormat, "log-format", logFormat, "json, console, or auto (console on a terminal)")
+	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
+		return code
+	}
+	var flags []*flag.Flag
+	c.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
+	sort.Slice(flags, func(i, j int) bool { return flags[i].Name < flags[j].Name })
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
+	for _, f := range flags {
+		v := f.Value.String()
+		if secretFlags[f.Name] && v != "" {
+			v = "****"
+		}
+		if v == "" {
+			v = `""`
+		}
+		from := c.source[f.Name]
+		if from == "" {
+			from = "default"
+		}
+		fmt.Fprintf(tw, "--%s\t%s\t%s\n", f.Name, v, from)
+	}
+	tw.Flush()
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "\nthese settings would not start:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return exitUsage
+	}
+	return exitOK
+}
