@@ -14,9 +14,13 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/slots"
+	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Processor runs one validated request to its outcome. The pipeline implements it.
@@ -187,18 +191,32 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	log := w.log.With().Uint64("seq", meta.Sequence.Stream).Uint64("delivery", meta.NumDelivered).Logger()
 
+	// One span per delivery, parented by the trace context the API put on the request.
+	ctx, span := tracing.Tracer().Start(tracing.Extract(ctx, msg.Headers()), "process event",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", msg.Subject()),
+			attribute.Int64("messaging.nats.stream_sequence", int64(meta.Sequence.Stream)),
+			attribute.Int64("messaging.nats.delivered", int64(meta.NumDelivered))))
+	defer span.End()
+
 	req, err := contracts.ParseRequest(msg.Data())
 	if err != nil {
 		w.refuse(ctx, msg, meta, req, err, log)
 		return
 	}
 	log = log.With().Str("mediaId", req.MediaID).Str("key", req.S3Key).Str("bucket", req.S3Bucket).Logger()
+	span.SetAttributes(attribute.String("media.id", req.MediaID), attribute.String("media.key", req.S3Key))
 
 	stop := w.keepAlive(msg)
 	start := time.Now()
 	out := w.proc.Process(ctx, req)
 	stop()
 	log = log.With().Str("kind", string(out.MediaKind)).Dur("took", time.Since(start)).Logger()
+	span.SetAttributes(attribute.String("media.kind", string(out.MediaKind)), attribute.String("media.outcome", out.Kind.String()))
+	if out.Err != nil {
+		span.SetStatus(codes.Error, out.Err.Error())
+	}
 	w.settle(ctx, msg, meta, req, out, log)
 }
 
@@ -364,8 +382,14 @@ func (w *Worker) publish(ctx context.Context, subject string, v any, msgID strin
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
 	defer cancel()
+	pctx, span := tracing.Tracer().Start(pctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	m := nats.NewMsg(subject)
+	m.Data = data
+	tracing.Inject(pctx, m.Header) // the API's consumer continues the trace
 	start := time.Now()
-	if _, err := w.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(msgID)); err != nil {
+	if _, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(msgID)); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		w.publishFailed(subject)
 		return fmt.Errorf("publishing to %s: %w", subject, err)
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/scanner"
+	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/mediaworker/mediaworker/transcoder"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // Scanner scans a local file with clamd.
@@ -182,10 +184,15 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 			return p.fail(j, p.stopped(j, s.name))
 		}
 		start := p.now()
-		err := s.run(j.ctx, j)
+		sctx, span := tracing.Tracer().Start(j.ctx, s.name)
+		err := s.run(sctx, j)
 		if err != nil && j.ctx.Err() != nil {
 			err = p.stopped(j, s.name)
 		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 		if p.observer != nil {
 			p.observer.StageDone(j.kind, s.name, p.now().Sub(start), err)
 		}

@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/rs/zerolog"
 )
 
@@ -50,6 +52,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mediaworker run: invalid settings:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return exitUsage
+	}
+	shutdownTracing, err := tracing.Setup(ctx, version)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot set up tracing (check the OTEL_* variables)")
+		return exitUsage
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(sctx)
+	}()
+	if tracing.Enabled() {
+		log.Info().Msg("tracing on: exporting spans over OTLP/HTTP as the OTEL_* variables say")
 	}
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
