@@ -33,14 +33,7 @@ func (p *Pool) Acquire(ctx context.Context) (release func(), err error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a %s slot: %w", p.name, context.Cause(ctx))
 	}
-	p.active.Add(1)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			p.active.Add(-1)
-			<-p.ch
-		})
-	}, nil
+	return p.taken(), nil
 }
 
 // TryAcquire takes a slot only if one is free now.
@@ -50,6 +43,11 @@ func (p *Pool) TryAcquire() (release func(), ok bool) {
 	default:
 		return nil, false
 	}
+	return p.taken(), true
+}
+
+// taken counts a slot just put into the channel and returns its one-shot release.
+func (p *Pool) taken() func() {
 	p.active.Add(1)
 	var once sync.Once
 	return func() {
@@ -57,7 +55,7 @@ func (p *Pool) TryAcquire() (release func(), ok bool) {
 			p.active.Add(-1)
 			<-p.ch
 		})
-	}, true
+	}
 }
 
 // Name is the pool's name (e.g. "image").

@@ -20,9 +20,7 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("config", "Print the settings `mediaworker run` would use with these flags and this environment, with\nwhere each value came from (default, flag, or the variable's name). Secrets are masked.\nTakes the same flags as run.", "")
 	bindCommon(c, &cfg)
 	bindRun(c, &cfg)
-	logLevel, logFormat := "info", "auto"
-	c.fs.StringVar(&logLevel, "log-level", logLevel, "trace, debug, info, warn or error")
-	c.fs.StringVar(&logFormat, "log-format", logFormat, "json, console, or auto (console on a terminal)")
+	bindLog(c)
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
 	}

@@ -38,13 +38,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("run", "Run the worker. Without --nats-url (or NATS_URL) it starts an embedded NATS JetStream server\nwith its store under --data-dir, listening on --nats-listen so the nats CLI can connect.", "")
 	bindCommon(c, &cfg)
 	bindRun(c, &cfg)
-	logLevel, logFormat := "info", "auto"
-	c.fs.StringVar(&logLevel, "log-level", logLevel, "trace, debug, info, warn or error")
-	c.fs.StringVar(&logFormat, "log-format", logFormat, "json, console, or auto (console on a terminal)")
+	logLevel, logFormat := bindLog(c)
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
 	}
-	log, err := newLogger(stderr, logLevel, logFormat)
+	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker run: %v\n", err)
 		return exitUsage
@@ -130,6 +128,14 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.ScanAPI.Concurrency, "scan-api-concurrency", cfg.ScanAPI.Concurrency, "scans /v1/scan runs at once (its own slots, never the jobs')")
 	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
+}
+
+// bindLog registers the logging flags.
+func bindLog(c *command) (level, format *string) {
+	level, format = new(string), new(string)
+	c.fs.StringVar(level, "log-level", "info", "trace, debug, info, warn or error")
+	c.fs.StringVar(format, "log-format", "auto", "json, console, or auto (console on a terminal)")
+	return level, format
 }
 
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
