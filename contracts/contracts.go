@@ -85,6 +85,7 @@ type Subjects struct {
 	Response string // worker → API
 	Virus    string // worker → API
 	DLQ      string // worker → operators
+	Progress string // worker → anyone; prefix, one subject per mediaId (see ProgressSubject)
 }
 
 var appPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -105,5 +106,6 @@ func SubjectsFor(app string) Subjects {
 		Response: base + "response",
 		Virus:    base + "response.virus",
 		DLQ:      base + "dlq",
+		Progress: base + "progress",
 	}
 }

@@ -15,6 +15,7 @@ const (
 	SchemaRequest    = "request.schema.json"
 	SchemaResponse   = "response.schema.json"
 	SchemaVirusEvent = "virus-event.schema.json"
+	SchemaProgress   = "progress.schema.json"
 )
 
 //go:embed schemas/*.json
@@ -63,7 +64,7 @@ func compileSchemas() {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	compiled = map[string]*jsonschema.Schema{}
-	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent} {
+	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent, SchemaProgress} {
 		raw, err := SchemaJSON(name)
 		if err != nil {
 			compileErr = err
@@ -79,7 +80,7 @@ func compileSchemas() {
 			return
 		}
 	}
-	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent} {
+	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent, SchemaProgress} {
 		s, err := c.Compile(name)
 		if err != nil {
 			compileErr = fmt.Errorf("compiling schema %s: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/progress"
 	"github.com/mediaworker/mediaworker/slots"
 	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/nats-io/nats.go"
@@ -210,7 +212,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 	stop := w.keepAlive(msg)
 	start := time.Now()
-	out := w.proc.Process(ctx, req)
+	out := w.proc.Process(w.withProgress(ctx, req.MediaID), req)
 	stop()
 	log = log.With().Str("kind", string(out.MediaKind)).Dur("took", time.Since(start)).Logger()
 	span.SetAttributes(attribute.String("media.kind", string(out.MediaKind)), attribute.String("media.outcome", out.Kind.String()))
@@ -402,6 +404,17 @@ func (w *Worker) publish(ctx context.Context, subject string, v any, msgID strin
 // responseID is unique per request (stream sequence) and outcome: redeliveries of one request share it.
 func responseID(mediaID string, meta *jetstream.MsgMetadata, outcome string) string {
 	return fmt.Sprintf("%s/%d/%s", mediaID, meta.Sequence.Stream, outcome)
+}
+
+// withProgress makes the job's progress reports go out on its progress subject, at most once a second.
+// They are plain NATS messages: nobody has to be listening, and nothing is stored.
+func (w *Worker) withProgress(ctx context.Context, mediaID string) context.Context {
+	subject := w.cfg.Subjects().ProgressSubject(mediaID)
+	nc := w.js.Conn()
+	return progress.With(ctx, progress.Throttle(time.Second, func(f float64) {
+		data, _ := json.Marshal(contracts.Progress{MediaID: mediaID, Percent: math.Round(f*1000) / 10, Stage: "transcoding"})
+		_ = nc.Publish(subject, data)
+	}))
 }
 
 // keepAlive sends InProgress well inside AckWait until the returned stop is called.
