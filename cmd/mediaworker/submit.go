@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gabriel-vasile/mimetype"
 	"github.com/google/uuid"
+	"github.com/mattn/go-isatty"
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/objstore"
@@ -64,7 +66,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	subj := contracts.SubjectsFor(cfg.Streams.App)
-	w := newWaiter(stdout)
+	w := newWaiter(stdout, stderr)
 	if wait {
 		// Subscribe before publishing, so no response can slip past.
 		for _, s := range []string{subj.Response, subj.Virus} {
@@ -75,6 +77,12 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			defer sub.Unsubscribe()
 		}
+		sub, err := nc.Subscribe(subj.ProgressWildcard(), w.onProgress)
+		if err != nil {
+			fmt.Fprintf(stderr, "mediaworker submit: subscribing to progress: %v\n", err)
+			return exitFailure
+		}
+		defer sub.Unsubscribe()
 		if err := nc.Flush(); err != nil {
 			fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 			return exitFailure
@@ -123,13 +131,20 @@ func submitOne(ctx context.Context, js jetstream.JetStream, store objstore.Store
 type waiter struct {
 	mu      sync.Mutex
 	out     io.Writer
+	status  io.Writer // progress goes here: a bar on a terminal, plain lines otherwise
+	tty     bool
+	bars    bool // a progress line is on screen and must be cleared before other output
 	pending map[string]string // mediaId → file
 	failed  int
 	done    chan struct{}
 }
 
-func newWaiter(out io.Writer) *waiter {
-	return &waiter{out: out, pending: map[string]string{}, done: make(chan struct{}, 1)}
+func newWaiter(out, status io.Writer) *waiter {
+	tty := false
+	if f, ok := status.(*os.File); ok {
+		tty = isatty.IsTerminal(f.Fd())
+	}
+	return &waiter{out: out, status: status, tty: tty, pending: map[string]string{}, done: make(chan struct{}, 1)}
 }
 
 func (w *waiter) expect(id, file string) {
@@ -164,8 +179,35 @@ func (w *waiter) onMsg(m *nats.Msg) {
 	w.settle(r)
 }
 
+// onProgress shows a video's progress: an updating bar on a terminal, a plain line otherwise.
+func (w *waiter) onProgress(m *nats.Msg) {
+	var p contracts.Progress
+	if json.Unmarshal(m.Data, &p) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	file, ok := w.pending[p.MediaID]
+	if !ok {
+		return
+	}
+	if !w.tty {
+		fmt.Fprintf(w.status, "progress %s %.0f%%\n", file, p.Percent)
+		return
+	}
+	const width = 30
+	done := int(p.Percent / 100 * width)
+	fmt.Fprintf(w.status, "\r\033[K%-24s [%s%s] %5.1f%%", clip(filepath.Base(file), 24),
+		strings.Repeat("#", done), strings.Repeat(".", width-done), p.Percent)
+	w.bars = true
+}
+
 // settle prints r and marks it done; w.mu is held.
 func (w *waiter) settle(r contracts.Response) {
+	if w.bars {
+		fmt.Fprint(w.status, "\r\033[K")
+		w.bars = false
+	}
 	line, _ := json.Marshal(r)
 	fmt.Fprintln(w.out, string(line))
 	if !r.Success {
