@@ -19,4 +19,5 @@ lint:
 # Each fuzz target for a minute.
 fuzz:
 	go test ./contracts -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 60s
+	go test ./contracts -run '^$$' -fuzz '^FuzzOutputKeys$$' -fuzztime 60s
 	go test ./scanner -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 60s

@@ -92,6 +92,17 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 		return nil, fmt.Errorf("creating scanner: %w", err)
 	}
 	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, a.scanner, a.metrics)
+	// clamd's defaults pass what they cannot scan as clean: refuse to start against a clamd whose
+	// limits are below our input cap. A clamd that is down is not fatal: jobs wait for it anyway.
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = a.scanner.CheckLimits(cctx, cfg.Pipeline.MaxInputBytes)
+	cancel()
+	switch {
+	case scanner.IsMisconfigured(err):
+		return nil, fmt.Errorf("checking clamd at %s: %w", cfg.Scanner.Addr, err)
+	case err != nil:
+		a.log.Warn().Err(err).Msg("could not check clamd's limits (clamd unreachable?); jobs wait until it answers")
+	}
 	images, err := transcoder.NewImages(cfg.Images)
 	if err != nil {
 		return nil, fmt.Errorf("creating image transcoder: %w", err)
@@ -211,9 +222,8 @@ func OpenStore(ctx context.Context, cfg Config, js jetstream.JetStream) (objstor
 		return s, nil
 	default:
 		ncfg := cfg.NATSObj
-		if ncfg.Replicas == 0 {
-			ncfg.Replicas = cfg.Streams.Replicas
-		}
+		// Buckets are as replicated as the streams (natsobj's default of 1 would leave them on one node).
+		ncfg.Replicas = max(ncfg.Replicas, cfg.Streams.Replicas)
 		s, err := natsobj.New(js, ncfg)
 		if err != nil {
 			return nil, fmt.Errorf("opening nats object store: %w", err)

@@ -49,3 +49,20 @@ func (k OutputKeys) HLS(name string) string { return k.join("videos", k.mediaID,
 
 // Dir is the request key's directory ("" at the bucket root).
 func (k OutputKeys) Dir() string { return k.dir }
+
+// MaxHLSNameBytes bounds the names passed to HLS ("index.m3u8", "seg_000.ts", ...), so the longest
+// output key is known when a request is validated.
+const MaxHLSNameBytes = 16
+
+// Longest is the length in bytes of the longest key these outputs can have. Request.Validate
+// refuses keys whose outputs would exceed MaxKeyBytes: the upload would fail only after the work.
+func (k OutputKeys) Longest() int {
+	n := 0
+	for _, key := range []string{
+		k.Image(QualityMedium), k.Image(QualityHigh), k.Image(QualityLow), k.Video(), k.Poster(),
+		k.HLS(strings.Repeat("x", MaxHLSNameBytes)),
+	} {
+		n = max(n, len(key))
+	}
+	return n
+}

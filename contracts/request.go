@@ -112,6 +112,11 @@ func (r Request) Validate() error {
 	if err := ValidateKey(r.S3Key); err != nil {
 		return &ParseError{Field: "s3Key", Reason: err.Error()}
 	}
+	if n := KeysFor(r).Longest(); n > MaxKeyBytes {
+		return &ParseError{Field: "s3Key", Reason: fmt.Sprintf(
+			"is %d bytes: the output keys derived from it would be up to %d bytes, limit is %d (shorten the key by %d bytes)",
+			len(r.S3Key), n, MaxKeyBytes, n-MaxKeyBytes)}
+	}
 	return nil
 }
 

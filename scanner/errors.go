@@ -22,6 +22,9 @@ const (
 	// Canceled: the caller's context ended (canceled or past its deadline) before a verdict. Transient;
 	// errors.Is(err, context.Canceled / context.DeadlineExceeded) also holds.
 	Canceled
+	// Misconfigured: CheckLimits found that clamd cannot scan every input up to the worker's cap in
+	// full, or would report what it cannot scan as clean. The worker must not start with it.
+	Misconfigured
 )
 
 // String names the kind for messages and logs.
@@ -37,6 +40,8 @@ func (k Kind) String() string {
 		return "input not read in full"
 	case Canceled:
 		return "scan canceled"
+	case Misconfigured:
+		return "clamd is misconfigured"
 	default:
 		return "unknown scanner error"
 	}
@@ -68,6 +73,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // IsRefused reports whether err means the input cannot be scanned under the limits. That is permanent:
 // the job must fail (never be reported clean), and retrying cannot help.
 func IsRefused(err error) bool { return kindOf(err) == LimitExceeded }
+
+// IsMisconfigured reports whether err is CheckLimits' verdict that clamd's configuration does not fit
+// the worker's input cap.
+func IsMisconfigured(err error) bool { return kindOf(err) == Misconfigured }
 
 // IsUnavailable reports whether err means clamd could not be reached or the connection to it failed.
 func IsUnavailable(err error) bool { return kindOf(err) == Unavailable }

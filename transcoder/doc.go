@@ -7,8 +7,9 @@
 // and returns a result or an *Error that says whether the input is to blame (IsBadInput).
 //
 // Every input is untrusted: images are refused on their header's pixel count before any decoding and
-// only six loaders are allowed; ffmpeg reads only local files in a few whitelisted containers, in its
-// own process group that is killed when the context ends. See DESIGN.md, "Untrusted input".
+// only six loaders are allowed; ffmpeg reads only local files in a few whitelisted containers, under
+// address-space, CPU-time and file-size limits set by prlimit(1) before it starts, in its own process
+// group that is killed when the context ends. See DESIGN.md, "Untrusted input", and SECURITY.md.
 //
 // libvips puts any temporary files under TMPDIR, which is process-global: the worker exports its
 // --tmp-dir as TMPDIR at start, before the first NewImages. ffmpeg and ffprobe run with the job's

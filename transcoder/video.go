@@ -22,6 +22,21 @@ import (
 type VideoConfig struct {
 	// FFmpeg and FFprobe are the programs to run: a path, or a name looked up in PATH.
 	FFmpeg, FFprobe string
+	// Prlimit is util-linux's prlimit(1) (a path or a name looked up in PATH). Every ffmpeg and
+	// ffprobe run starts through it, so the resource limits below are in force before the tool reads
+	// a byte of the upload. (Go cannot set rlimits between fork and exec, and setting them on the
+	// child's pid after Start would leave a window in which the tool already parses the input.)
+	Prlimit string
+	// MaxMemoryBytes is the address-space limit (RLIMIT_AS) of each ffmpeg and ffprobe process: an
+	// input that makes the decoder allocate more fails (as bad input) instead of taking the machine's
+	// memory. ffmpeg maps about 300 MB of libraries before it reads anything, a 1080p encode with two
+	// threads needs about 700 MB and an 8K source about 1 GB; more threads need more.
+	MaxMemoryBytes int64
+	// MaxCPUTime is the CPU time (user + system, all threads; RLIMIT_CPU, whole seconds) one ffmpeg run
+	// may use; the kernel kills it at the limit and the input is refused, naming the limit. Probing
+	// and the poster get at most probeCPUTime. The job's context bounds wall-clock time; this bounds
+	// the work itself, per process, whatever the number of threads.
+	MaxCPUTime time.Duration
 	// MaxHeight caps the output's short edge (the height of a landscape video, the width of a portrait
 	// one), so "1080p" means the same for phone videos shot upright. Videos are never enlarged.
 	MaxHeight int
@@ -44,13 +59,16 @@ type VideoConfig struct {
 	MaxOutputBytes int64
 }
 
-// DefaultVideoConfig returns the defaults: ffmpeg/ffprobe from PATH, ≤1080p H.264 CRF 23 veryfast,
-// AAC 128k, 2 threads, at most 1 hour and 8K (7680×4320) in, at most 4 GiB out, HLS off (6 s segments
-// when on).
+// DefaultVideoConfig returns the defaults: ffmpeg/ffprobe/prlimit from PATH, ≤1080p H.264 CRF 23
+// veryfast, AAC 128k, 2 threads, at most 1 hour and 8K (7680×4320) in, at most 4 GiB out, 2 GiB of
+// address space and 2 hours of CPU time per ffmpeg run, HLS off (6 s segments when on).
 func DefaultVideoConfig() VideoConfig {
 	return VideoConfig{
 		FFmpeg:         "ffmpeg",
 		FFprobe:        "ffprobe",
+		Prlimit:        "prlimit",
+		MaxMemoryBytes: 2 << 30,
+		MaxCPUTime:     2 * time.Hour,
 		MaxHeight:      1080,
 		CRF:            23,
 		Preset:         "veryfast",
@@ -71,8 +89,13 @@ var (
 // Validate reports the first setting that is out of range.
 func (c VideoConfig) Validate() error {
 	switch {
-	case c.FFmpeg == "" || c.FFprobe == "":
-		return errors.New("ffmpeg and ffprobe programs must be set")
+	case c.FFmpeg == "" || c.FFprobe == "" || c.Prlimit == "":
+		return errors.New("ffmpeg, ffprobe and prlimit programs must be set")
+	case c.MaxMemoryBytes < minMemoryBytes:
+		return fmt.Errorf("video max memory must be at least %d MiB (ffmpeg's libraries alone take about 300 MB), got %d bytes",
+			minMemoryBytes>>20, c.MaxMemoryBytes)
+	case c.MaxCPUTime < time.Second:
+		return fmt.Errorf("video max cpu time must be at least 1s, got %s", c.MaxCPUTime)
 	case c.MaxHeight < 2:
 		return fmt.Errorf("video max height must be at least 2, got %d", c.MaxHeight)
 	case c.CRF < 0 || c.CRF > 51:
@@ -133,44 +156,63 @@ const (
 	// to nested demuxers, which is what stops an .mp4-named ffconcat, HLS or image2 file from making
 	// ffmpeg read other local files (-protocol_whitelist file alone does not).
 	inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm"
-	// maxAlloc caps any single allocation ffmpeg makes, so a header asking for a huge buffer fails
-	// instead of exhausting memory. An 8K frame is about 50 MB.
-	maxAlloc = "536870912"
+	// maxAllocBytes caps any single allocation ffmpeg makes (-max_alloc), so a header asking for a huge
+	// buffer fails instead of exhausting memory. An 8K frame is about 50 MB.
+	maxAllocBytes = 512 << 20
 	// posterWidth caps the poster's width.
 	posterWidth = 1280
 	// maxProbeOutput bounds ffprobe's JSON; a real file's is a few kilobytes.
 	maxProbeOutput = 1 << 20
 	// stderrTail is how much of a tool's stderr is kept for the error message.
 	stderrTail = 4096
+	// minMemoryBytes is the smallest MaxMemoryBytes accepted; NewVideos also checks that the tools
+	// start under the configured limit.
+	minMemoryBytes = 256 << 20
+	// probeCPUTime caps the CPU time of ffprobe runs and of the poster (one frame of our own MP4).
+	probeCPUTime = time.Minute
+	// fileSizeMargin is what any file a tool writes may exceed MaxOutputBytes by (RLIMIT_FSIZE): -fs
+	// stops ffmpeg after the chunk that crosses the cap, and the fast-start pass adds the index.
+	fileSizeMargin = 64 << 20
 )
 
 // Videos transforms videos with ffmpeg. It is safe for concurrent use.
 type Videos struct {
-	cfg             VideoConfig
-	ffmpeg, ffprobe string // absolute paths
+	cfg                      VideoConfig
+	ffmpeg, ffprobe, prlimit string // absolute paths
 }
 
-// NewVideos checks cfg and finds the ffmpeg and ffprobe programs.
+// NewVideos checks cfg, finds the ffmpeg, ffprobe and prlimit programs, and checks that both tools
+// start under the resource limits (a limit too small for ffmpeg to even load its libraries would
+// otherwise turn every video into a bad-input failure). It runs each tool once, for a few ms.
 func NewVideos(cfg VideoConfig) (*Videos, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("validating video config: %w", err)
 	}
-	ffmpeg, err := exec.LookPath(cfg.FFmpeg)
-	if err != nil {
-		return nil, fmt.Errorf("finding ffmpeg: %w", err)
+	v := &Videos{cfg: cfg}
+	for _, p := range []struct {
+		name, prog string
+		dst        *string
+	}{{"ffmpeg", cfg.FFmpeg, &v.ffmpeg}, {"ffprobe", cfg.FFprobe, &v.ffprobe}, {"prlimit", cfg.Prlimit, &v.prlimit}} {
+		path, err := exec.LookPath(p.prog)
+		if err != nil {
+			return nil, fmt.Errorf("finding %s: %w", p.name, err)
+		}
+		// Absolute paths: the tools run with the job's directory as working directory.
+		if *p.dst, err = filepath.Abs(path); err != nil {
+			return nil, fmt.Errorf("finding %s: %w", p.name, err)
+		}
 	}
-	ffprobe, err := exec.LookPath(cfg.FFprobe)
-	if err != nil {
-		return nil, fmt.Errorf("finding ffprobe: %w", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, bin := range []string{v.ffmpeg, v.ffprobe} {
+		// With the largest CPU limit any run gets: prlimit cannot raise a hard limit the worker's own
+		// environment has set lower, and that must show here, not as a failed job.
+		if err := v.run(ctx, os.TempDir(), bin, []string{"-hide_banner", "-loglevel", "error", "-version"}, nil, cfg.MaxCPUTime); err != nil {
+			return nil, fmt.Errorf("checking that %s runs under its resource limits (%d MiB of address space): %w",
+				filepath.Base(bin), cfg.MaxMemoryBytes>>20, err)
+		}
 	}
-	// Absolute paths: the tools run with the job's directory as working directory.
-	if ffmpeg, err = filepath.Abs(ffmpeg); err != nil {
-		return nil, fmt.Errorf("finding ffmpeg: %w", err)
-	}
-	if ffprobe, err = filepath.Abs(ffprobe); err != nil {
-		return nil, fmt.Errorf("finding ffprobe: %w", err)
-	}
-	return &Videos{cfg: cfg, ffmpeg: ffmpeg, ffprobe: ffprobe}, nil
+	return v, nil
 }
 
 // Probe describes the video at path and checks it against the limits: an unreadable or unsupported
@@ -256,19 +298,25 @@ type probed struct {
 func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	args := []string{
 		"-hide_banner", "-loglevel", "error",
-		"-max_alloc", maxAlloc,
+		"-max_alloc", strconv.Itoa(maxAllocBytes),
 		"-protocol_whitelist", "file",
 		"-format_whitelist", inputFormats,
 		"-print_format", "json", "-show_format", "-show_streams",
 		"file:" + path,
 	}
 	stdout := &limitedBuffer{max: maxProbeOutput}
-	if err := v.run(ctx, filepath.Dir(path), v.ffprobe, args, stdout); err != nil {
+	if err := v.run(ctx, filepath.Dir(path), v.ffprobe, args, stdout, min(probeCPUTime, v.cfg.MaxCPUTime)); err != nil {
 		if ctx.Err() != nil {
 			return probed{}, fmt.Errorf("probing video: %w", ctx.Err())
 		}
 		var te *toolError
-		if errors.As(err, &te) && te.exitCode > 0 {
+		if !errors.As(err, &te) {
+			return probed{}, internal("probing video", err)
+		}
+		if lerr := v.limitError("probing video", te); lerr != nil {
+			return probed{}, lerr
+		}
+		if te.exitCode > 0 && !te.systemFailure() {
 			return probed{}, badInput("not a supported video (mp4, mov, mkv or webm)", err)
 		}
 		return probed{}, internal("probing video", err)
@@ -412,8 +460,8 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 s
 		"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
 		"-f", "mp4", "-y", "file:"+mp4,
 	)
-	if err := v.run(ctx, outDir, v.ffmpeg, args, nil); err != nil {
-		return classifyFFmpeg(ctx, "transcoding video", err)
+	if err := v.run(ctx, outDir, v.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
+		return v.classifyFFmpeg(ctx, "transcoding video", err)
 	}
 	return nil
 }
@@ -423,7 +471,7 @@ func (v *Videos) inputArgs(src string) []string {
 	threads := strconv.Itoa(v.cfg.Threads)
 	return []string{
 		"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
-		"-max_alloc", maxAlloc,
+		"-max_alloc", strconv.Itoa(maxAllocBytes),
 		"-threads", threads,
 		"-protocol_whitelist", "file",
 		"-format_whitelist", inputFormats,
@@ -459,7 +507,7 @@ func (v *Videos) poster(ctx context.Context, mp4 string, duration float64, outDi
 	var err error
 	for _, seek := range []float64{at, 0} {
 		args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
-			"-max_alloc", maxAlloc, "-threads", strconv.Itoa(v.cfg.Threads),
+			"-max_alloc", strconv.Itoa(maxAllocBytes), "-threads", strconv.Itoa(v.cfg.Threads),
 			"-protocol_whitelist", "file", "-format_whitelist", inputFormats}
 		if seek > 0 {
 			// -ss before -i seeks in the input (to the keyframe before, then decodes up to it).
@@ -469,7 +517,7 @@ func (v *Videos) poster(ctx context.Context, mp4 string, duration float64, outDi
 			"-map", "0:v:0", "-frames:v", "1",
 			"-vf", fmt.Sprintf("scale=w='min(%d,iw)':h=-2", posterWidth),
 			"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:"+path)
-		err = v.run(ctx, outDir, v.ffmpeg, args, nil)
+		err = v.run(ctx, outDir, v.ffmpeg, args, nil, min(probeCPUTime, v.cfg.MaxCPUTime))
 		if err == nil {
 			if st, serr := os.Stat(path); serr == nil && st.Size() > 0 {
 				return path, nil
@@ -499,7 +547,7 @@ func (v *Videos) hls(ctx context.Context, mp4, outDir, hlsDir string) ([]string,
 		"-hls_segment_filename", "file:"+filepath.Join(hlsDir, hlsSegmentName),
 		"-y", "file:"+index,
 	)
-	if err := v.run(ctx, outDir, v.ffmpeg, args, nil); err != nil {
+	if err := v.run(ctx, outDir, v.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("making hls: %w", ctx.Err())
 		}
@@ -515,31 +563,84 @@ func (v *Videos) hls(ctx context.Context, mp4, outDir, hlsDir string) ([]string,
 }
 
 // classifyFFmpeg turns a failed ffmpeg run on an upload into an error. The input has passed ffprobe,
-// so a failure is the input's fault unless the system is: out of disk, read-only, out of file
-// descriptors, an I/O error, or ffmpeg killed by a signal we did not send (the OOM killer). ENOMEM is
-// the input's: -max_alloc turns a header's absurd allocation into "Cannot allocate memory".
-func classifyFFmpeg(ctx context.Context, step string, err error) error {
+// so a failure is the input's fault (including running into a resource limit) unless the system is:
+// out of disk, read-only, out of file descriptors, an I/O error, or ffmpeg killed by a signal we did
+// not cause (the OOM killer). ENOMEM is the input's: -max_alloc and the address-space limit turn an
+// absurd allocation into "Cannot allocate memory".
+func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", step, ctx.Err())
 	}
 	var te *toolError
-	if !errors.As(err, &te) || te.exitCode < 0 {
+	if !errors.As(err, &te) {
 		return internal(step, err)
 	}
-	for _, sys := range []string{"No space left on device", "Read-only file system", "Too many open files",
-		"Input/output error", "Permission denied", "Disk quota exceeded"} {
-		if strings.Contains(te.stderr, sys) {
-			return internal(step, err)
-		}
+	if lerr := v.limitError(step, te); lerr != nil {
+		return lerr
+	}
+	if te.exitCode < 0 || te.systemFailure() {
+		return internal(step, err)
 	}
 	return badInput(step, err)
 }
 
+// limitError says which resource limit a failed run hit, as bad input naming the limit, or returns
+// nil when it hit none.
+func (v *Videos) limitError(step string, te *toolError) *Error {
+	switch {
+	case te.cpuLimit > 0 && te.cpuUsed >= te.cpuLimit-cpuSlack:
+		return badInput(fmt.Sprintf("%s: the video needs more CPU time than the limit of %s", step, te.cpuLimit), te)
+	case te.signal == syscall.SIGXFSZ:
+		return badInput(fmt.Sprintf("%s: the video would write a file larger than the limit of %d MiB",
+			step, (v.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
+	case te.outOfMemory():
+		return badInput(fmt.Sprintf("%s: the video needs more memory than the limit of %d MiB (%d MiB per allocation)",
+			step, v.cfg.MaxMemoryBytes>>20, maxAllocBytes>>20), te)
+	}
+	return nil
+}
+
+// cpuSlack allows for the kernel's accounting granularity when telling whether a run that died used
+// up its CPU-time limit.
+const cpuSlack = 50 * time.Millisecond
+
 // toolError is a tool that ran and failed.
 type toolError struct {
 	tool     string
-	exitCode int // -1 when killed by a signal
+	exitCode int            // -1 when killed by a signal
+	signal   syscall.Signal // the signal that killed it, 0 if it exited
 	stderr   string
+	cpuUsed  time.Duration // user + system CPU time of the run
+	cpuLimit time.Duration // the RLIMIT_CPU it ran under
+}
+
+// systemFailure reports whether stderr shows a failure of the machine rather than of the input.
+func (e *toolError) systemFailure() bool {
+	for _, sys := range []string{"No space left on device", "Read-only file system", "Too many open files",
+		"Input/output error", "Permission denied", "Disk quota exceeded",
+		// The dynamic loader could not map ffmpeg's libraries: a limit far too small, or a broken install.
+		"error while loading shared libraries",
+		// prlimit could not set a limit (one above a hard limit of the worker's own environment).
+		"prlimit: "} {
+		if strings.Contains(e.stderr, sys) {
+			return true
+		}
+	}
+	return false
+}
+
+// outOfMemory reports whether stderr shows an allocation that failed: under -max_alloc and the
+// address-space limit that is the input asking for too much.
+func (e *toolError) outOfMemory() bool {
+	if e.systemFailure() {
+		return false
+	}
+	for _, msg := range []string{"Cannot allocate memory", "Out of memory", "out of memory", "malloc of size", "std::bad_alloc"} {
+		if strings.Contains(e.stderr, msg) {
+			return true
+		}
+	}
+	return false
 }
 
 // logContext is the "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55d0c0a8c2c0] " prefix of ffmpeg's log lines.
@@ -552,19 +653,34 @@ func (e *toolError) Error() string {
 		msg = "no message"
 	}
 	if e.exitCode < 0 {
-		return fmt.Sprintf("%s was killed: %s", e.tool, msg)
+		return fmt.Sprintf("%s was killed (%s): %s", e.tool, e.signal, msg)
 	}
 	return fmt.Sprintf("%s exited with status %d: %s", e.tool, e.exitCode, msg)
 }
 
-// run runs one tool on untrusted input: in dir (the job's scratch directory), with only PATH in its
-// environment, stdin from /dev/null, in its own process group that is killed as a whole when ctx
-// ends, stderr's tail kept for the error.
-func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout *limitedBuffer) error {
-	cmd := exec.CommandContext(ctx, bin, args...)
+// run runs one tool on untrusted input: through prlimit(1) with the address-space, CPU-time (cpu),
+// file-size and core-dump limits set before the tool starts, in dir (the job's scratch directory),
+// with only PATH in its environment, stdin from /dev/null, in its own process group that is killed as
+// a whole when ctx ends, stderr's tail kept for the error.
+//
+// prlimit sets the limits on itself and then execs the tool, so the tool keeps prlimit's pid, process
+// group and limits. The CPU limit's soft and hard values are equal: the kernel sends SIGKILL, not
+// SIGXCPU (ffmpeg would treat that as a polite request to finish the file).
+func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout *limitedBuffer, cpu time.Duration) error {
+	cpuSecs := int64(math.Ceil(cpu.Seconds()))
+	wrapped := append([]string{
+		"--as=" + strconv.FormatInt(v.cfg.MaxMemoryBytes, 10),
+		fmt.Sprintf("--cpu=%d:%d", cpuSecs, cpuSecs),
+		"--fsize=" + strconv.FormatInt(v.cfg.MaxOutputBytes+fileSizeMargin, 10),
+		"--core=0", // no core dumps of untrusted data
+		"--", bin,
+	}, args...)
+	cmd := exec.CommandContext(ctx, v.prlimit, wrapped...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if the worker dies without cancelling (OOM-killed, SIGKILL), the tool dies with it
+	// instead of running on unsupervised. It survives prlimit's exec.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		// The negative pid is the process group: ffmpeg and anything it started.
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -586,7 +702,12 @@ func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return &toolError{tool: tool, exitCode: ee.ExitCode(), stderr: stderr.String()}
+		te := &toolError{tool: tool, exitCode: ee.ExitCode(), stderr: stderr.String(),
+			cpuUsed: ee.UserTime() + ee.SystemTime(), cpuLimit: time.Duration(cpuSecs) * time.Second}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			te.signal = ws.Signal()
+		}
+		return te
 	}
 	return fmt.Errorf("running %s: %w", tool, err)
 }

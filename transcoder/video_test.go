@@ -430,6 +430,9 @@ func TestVideoConfigValidate(t *testing.T) {
 	}
 	for name, mutate := range map[string]func(*transcoder.VideoConfig){
 		"no ffmpeg":        func(c *transcoder.VideoConfig) { c.FFmpeg = "" },
+		"no prlimit":       func(c *transcoder.VideoConfig) { c.Prlimit = "" },
+		"tiny memory":      func(c *transcoder.VideoConfig) { c.MaxMemoryBytes = 100 << 20 },
+		"no cpu time":      func(c *transcoder.VideoConfig) { c.MaxCPUTime = 0 },
 		"crf 52":           func(c *transcoder.VideoConfig) { c.CRF = 52 },
 		"unknown preset":   func(c *transcoder.VideoConfig) { c.Preset = "quick" },
 		"bitrate":          func(c *transcoder.VideoConfig) { c.AudioBitrate = "128" },

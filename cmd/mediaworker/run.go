@@ -121,6 +121,12 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.Videos.Threads, "video-threads", cfg.Videos.Threads, "ffmpeg threads per job")
 	durationVar(fs, &cfg.Videos.MaxDuration, "max-video-duration", "refuse longer videos")
 	fs.BoolVar(&cfg.Videos.HLS, "video-hls", cfg.Videos.HLS, "also write an HLS VOD playlist and segments")
+	fs.Int64Var(&cfg.Videos.MaxPixels, "max-video-pixels", cfg.Videos.MaxPixels, "refuse videos whose frames are larger (width × height)")
+	fs.IntVar(&cfg.Images.MaxFrames, "max-image-frames", cfg.Images.MaxFrames, "refuse images (animations) declaring more frames")
+	fs.Var(bytesFlag{&cfg.Videos.MaxMemoryBytes}, "video-max-memory", "address-space limit (RLIMIT_AS) of each ffmpeg/ffprobe process")
+	durationVar(fs, &cfg.Videos.MaxCPUTime, "video-max-cpu-time", "CPU time one ffmpeg run may use (RLIMIT_CPU); inputs needing more are refused")
+	fs.StringVar(&cfg.Videos.Prlimit, "prlimit", cfg.Videos.Prlimit, "prlimit(1) program that starts ffmpeg/ffprobe under their resource limits")
+	fs.Var(bytesFlag{&cfg.Videos.MaxOutputBytes}, "video-max-output-bytes", "largest encoded MP4; videos that would be larger are refused")
 
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "health, metrics (and, with --storage nats, /objects) listen address; empty disables")
 	fs.BoolVar(&cfg.ScanAPI.Enabled, "scan-api", cfg.ScanAPI.Enabled, "serve POST /v1/scan: an API streams an upload's bytes and gets clamd's verdict as JSON")
