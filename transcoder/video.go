@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -459,8 +460,11 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 s
 		"-movflags", "+faststart",
 		"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
 		"-f", "mp4", "-y", "file:"+mp4,
+		// Machine-readable progress on stdout, for the job's progress events.
+		"-progress", "pipe:1", "-nostats",
 	)
-	if err := v.run(ctx, outDir, v.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
+	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
+	if err := v.run(ctx, outDir, v.ffmpeg, args, pw, v.cfg.MaxCPUTime); err != nil {
 		return v.classifyFFmpeg(ctx, "transcoding video", err)
 	}
 	return nil
@@ -666,7 +670,7 @@ func (e *toolError) Error() string {
 // prlimit sets the limits on itself and then execs the tool, so the tool keeps prlimit's pid, process
 // group and limits. The CPU limit's soft and hard values are equal: the kernel sends SIGKILL, not
 // SIGXCPU (ffmpeg would treat that as a polite request to finish the file).
-func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout *limitedBuffer, cpu time.Duration) error {
+func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout io.Writer, cpu time.Duration) error {
 	cpuSecs := int64(math.Ceil(cpu.Seconds()))
 	wrapped := append([]string{
 		"--as=" + strconv.FormatInt(v.cfg.MaxMemoryBytes, 10),
@@ -689,7 +693,7 @@ func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout
 	cmd.WaitDelay = 5 * time.Second
 	stderr := &tailBuffer{max: stderrTail}
 	cmd.Stderr = stderr
-	if stdout != nil {
+	if stdout != nil && !isNilBuffer(stdout) {
 		cmd.Stdout = stdout
 	}
 	tool := filepath.Base(bin)
@@ -743,4 +747,10 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	}
 	b.Buffer.Write(p)
 	return n, nil // the rest is dropped, not an error: the tool must not block or fail on it
+}
+
+// isNilBuffer catches a typed nil *limitedBuffer passed as an io.Writer.
+func isNilBuffer(w io.Writer) bool {
+	b, ok := w.(*limitedBuffer)
+	return ok && b == nil
 }
