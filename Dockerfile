@@ -18,7 +18,10 @@ COPY --from=build /out/mediaworker /usr/local/bin/mediaworker
 USER mediaworker
 WORKDIR /var/lib/mediaworker
 ENV MW_DATA_DIR=/var/lib/mediaworker/data MW_TMP_DIR=/var/lib/mediaworker/tmp \
-    MW_NATS_LISTEN=0.0.0.0:4222 MW_HTTP_ADDR=0.0.0.0:8080
+    MW_NATS_LISTEN=0.0.0.0:4222 MW_HTTP_ADDR=0.0.0.0:8080 \
+    MW_SCAN_API=false
+# /v1/scan is off in the image: HTTP listens on all interfaces here. Turn it on with MW_SCAN_API=true and
+# a MW_SCAN_API_TOKEN (the worker refuses to open it to the network without one).
 EXPOSE 4222 8080
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s CMD ["mediaworker", "healthcheck", "--http-addr", "127.0.0.1:8080"]
 ENTRYPOINT ["mediaworker"]

@@ -6,6 +6,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,8 +115,24 @@ func (c Config) Validate() error {
 	if c.ScanAPI.Enabled && c.ScanAPI.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("scan api concurrency must be at least 1, got %d", c.ScanAPI.Concurrency))
 	}
+	if c.ScanAPI.Enabled && c.ScanAPI.Token == "" && c.HTTPAddr != "" && !isLoopback(c.HTTPAddr) {
+		errs = append(errs, fmt.Errorf("POST /v1/scan would be open to the network on %s without a token: set --scan-api-token, or --scan-api=false", c.HTTPAddr))
+	}
 	if c.Scanner.MaxStreamBytes > 0 && c.Pipeline.MaxInputBytes > c.Scanner.MaxStreamBytes {
 		errs = append(errs, fmt.Errorf("max input bytes (%d) is above what the scanner may stream (%d): inputs could not all be scanned", c.Pipeline.MaxInputBytes, c.Scanner.MaxStreamBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// isLoopback reports whether a listen address only accepts connections from this machine.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -210,10 +210,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	log = log.With().Str("mediaId", req.MediaID).Str("key", req.S3Key).Str("bucket", req.S3Bucket).Logger()
 	span.SetAttributes(attribute.String("media.id", req.MediaID), attribute.String("media.key", req.S3Key))
 
+	// InProgress runs until the message is settled: publishing the outcome may need retries too.
 	stop := w.keepAlive(msg)
+	defer stop()
 	start := time.Now()
 	out := w.proc.Process(w.withProgress(ctx, req.MediaID), req)
-	stop()
 	log = log.With().Str("kind", string(out.MediaKind)).Dur("took", time.Since(start)).Logger()
 	span.SetAttributes(attribute.String("media.kind", string(out.MediaKind)), attribute.String("media.outcome", out.Kind.String()))
 	if out.Err != nil {
@@ -308,20 +309,23 @@ func (w *Worker) settle(ctx context.Context, msg jetstream.Msg, meta *jetstream.
 	}
 }
 
-// giveUp handles the last allowed delivery of a transient failure: copy to the DLQ, tell the API, and
-// remove the request from the work queue (at MaxDeliver it would otherwise stay there forever).
+// giveUp handles the last allowed delivery of a transient failure: tell the API, copy the request to
+// the DLQ, and remove it from the work queue (at MaxDeliver it would otherwise stay there forever). If
+// either publish fails, the message is handed back: the server then emits its MAX_DELIVERIES advisory
+// and the advisory handler (runAdvisories) does the same work again, under the same Nats-Msg-Ids.
 func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, req contracts.Request, out pipeline.Outcome, log zerolog.Logger) {
-	if err := w.deadLetter(ctx, msg, meta, "max-deliveries", out.Err); err != nil {
-		// Without the DLQ copy we must not drop it: let the ack wait expire and try once more.
-		log.Error().Err(err).Msg("dead-lettering failed; leaving the request for redelivery")
-		_ = msg.NakWithDelay(w.wcfg.BackoffBase)
-		return
-	}
 	resp := out.Response
 	resp.Success = false
 	resp.Error = fmt.Sprintf("gave up after %d deliveries: %s", meta.NumDelivered, out.Response.Error)
 	if err := w.publish(ctx, w.cfg.Subjects().Response, resp, responseID(req.MediaID, meta, "gave-up")); err != nil {
-		log.Error().Err(err).Msg("publishing the gave-up response failed; the request is in the DLQ")
+		log.Error().Err(err).Msg("publishing the gave-up response failed; leaving the request to the max-deliveries advisory")
+		_ = msg.Nak()
+		return
+	}
+	if err := w.deadLetter(ctx, msg, meta, "max-deliveries", out.Err); err != nil {
+		log.Error().Err(err).Msg("dead-lettering failed; leaving the request to the max-deliveries advisory")
+		_ = msg.Nak()
+		return
 	}
 	_ = msg.TermWithReason("max deliveries reached: moved to DLQ")
 	log.Error().Err(out.Err).Msg("job gave up; request moved to the dead-letter stream")
@@ -375,13 +379,27 @@ func (w *Worker) deadLetterRaw(ctx context.Context, data []byte, hdr nats.Header
 	return nil
 }
 
+// publishAttempts is how often an outcome's publish is tried before the message is handed back. The
+// work is done by then (and an infected upload already deleted), so retrying here beats redoing it.
+const publishAttempts = 3
+
 // publish sends v as JSON with a publish ack and a Nats-Msg-Id, so a redelivered job's second response
-// is dropped by the stream's duplicate window.
+// is dropped by the stream's duplicate window. It retries a failed publish in place.
 func (w *Worker) publish(ctx context.Context, subject string, v any, msgID string) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", subject, err)
 	}
+	for attempt := 1; ; attempt++ {
+		err = w.publishOnce(ctx, subject, data, msgID)
+		if err == nil || attempt == publishAttempts {
+			return err
+		}
+		sleepCtx(context.WithoutCancel(ctx), time.Duration(attempt)*time.Second)
+	}
+}
+
+func (w *Worker) publishOnce(ctx context.Context, subject string, data []byte, msgID string) error {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
 	defer cancel()
 	pctx, span := tracing.Tracer().Start(pctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer))

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/mediaworker/mediaworker/objstore"
 )
 
 // command is one subcommand: its flag set, its one-line summary, and what it does.
@@ -110,11 +108,22 @@ func (c *command) printUsage(w io.Writer) {
 // bytesFlag is a byte count that accepts units: 500MiB, 1G, 1048576.
 type bytesFlag struct{ p *int64 }
 
+// String prints the exact value in the largest binary unit that divides it (500MiB, not 524.3 MB), so
+// what --help shows can be pasted back.
 func (b bytesFlag) String() string {
 	if b.p == nil {
 		return ""
 	}
-	return objstore.FormatBytes(*b.p)
+	n := *b.p
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func (b bytesFlag) Set(s string) error {

@@ -198,3 +198,22 @@ func TestConfigMasksSecretsAndNamesSources(t *testing.T) {
 		}
 	}
 }
+
+func TestScanAPIIsNotOpenedToTheNetworkWithoutAToken(t *testing.T) {
+	code, _, errs := run(t, "config", "--http-addr", "0.0.0.0:8080")
+	if code != exitUsage || !strings.Contains(errs, "--scan-api-token") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, args := range [][]string{
+		{"config", "--http-addr", "0.0.0.0:8080", "--scan-api-token", "x"},
+		{"config", "--http-addr", "0.0.0.0:8080", "--scan-api=false"},
+		{"config", "--http-addr", "127.0.0.1:8080"},
+	} {
+		if code, _, errs := run(t, args...); code != exitOK {
+			t.Errorf("%v: exit %d: %s", args, code, errs)
+		}
+	}
+	if _, out, _ := run(t, "run", "--help"); !strings.Contains(out, "(default 500MiB)") {
+		t.Errorf("byte defaults should print exactly: %s", out[:200])
+	}
+}

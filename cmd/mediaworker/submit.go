@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -133,7 +133,7 @@ type waiter struct {
 	out     io.Writer
 	status  io.Writer // progress goes here: a bar on a terminal, plain lines otherwise
 	tty     bool
-	bars    bool // a progress line is on screen and must be cleared before other output
+	bars    bool              // a progress line is on screen and must be cleared before other output
 	pending map[string]string // mediaId → file
 	failed  int
 	done    chan struct{}
