@@ -58,6 +58,10 @@ type VideoConfig struct {
 	HLSSegment time.Duration
 	// MaxOutputBytes caps the MP4 (ffmpeg -fs); an input that would exceed it is refused.
 	MaxOutputBytes int64
+	// Remux copies the streams of inputs that are already what we would produce (H.264 yuv420p in
+	// MP4/MOV, AAC stereo or no audio, upright, within MaxHeight) into a fast-start MP4 instead of
+	// re-encoding them: the same result in a fraction of the time.
+	Remux bool
 }
 
 // DefaultVideoConfig returns the defaults: ffmpeg/ffprobe/prlimit from PATH, ≤1080p H.264 CRF 23
@@ -78,6 +82,7 @@ func DefaultVideoConfig() VideoConfig {
 		MaxDuration:    time.Hour,
 		MaxPixels:      7680 * 4320,
 		HLSSegment:     6 * time.Second,
+		Remux:          true,
 		MaxOutputBytes: 4 << 30,
 	}
 }
@@ -141,6 +146,8 @@ type VideoResult struct {
 
 	HLSDir   string   // outDir/hls when HLS is on
 	HLSFiles []string // HLSDir/index.m3u8 first, then the segments in order
+
+	Remuxed bool // the input's streams were copied, not re-encoded (see VideoConfig.Remux)
 }
 
 // Fixed names inside the job's output directory: nothing in a path comes from the upload.
@@ -257,8 +264,17 @@ func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoRe
 	}
 	res := VideoResult{Source: p.info, MP4Path: filepath.Join(outDir, mp4Name)}
 
-	if err := v.encode(ctx, src, p, outDir, res.MP4Path); err != nil {
-		return VideoResult{}, err
+	if v.canRemux(p) {
+		// Stream copy; should the input surprise ffmpeg, encode it after all.
+		res.Remuxed = v.remux(ctx, src, p, res.MP4Path) == nil
+		if ctx.Err() != nil {
+			return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
+		}
+	}
+	if !res.Remuxed {
+		if err := v.encode(ctx, src, p, outDir, res.MP4Path); err != nil {
+			return VideoResult{}, err
+		}
 	}
 	out, err := v.probe(ctx, res.MP4Path)
 	if err != nil {
@@ -292,6 +308,9 @@ type probed struct {
 	videoStream int // absolute stream index, -1 if none
 	audioStream int // absolute stream index, -1 if none
 	channels    int
+	pixFmt      string
+	rotated     bool // display rotation other than 0
+	streams     int  // all streams, including ones we drop
 }
 
 // probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
@@ -339,6 +358,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			Width       int               `json:"width"`
 			Height      int               `json:"height"`
 			Channels    int               `json:"channels"`
+			PixFmt      string            `json:"pix_fmt"`
 			Disposition map[string]int    `json:"disposition"`
 			Tags        map[string]string `json:"tags"`
 			SideData    []struct {
@@ -372,6 +392,8 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			if int(math.Abs(rotation))%180 == 90 {
 				p.info.Width, p.info.Height = s.Height, s.Width
 			}
+			p.rotated = math.Mod(math.Abs(rotation), 360) != 0
+			p.pixFmt = s.PixFmt
 			codecs = append(codecs, s.CodecName)
 		case s.CodecType == "audio" && p.audioStream < 0:
 			p.audioStream = s.Index
@@ -381,6 +403,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			codecs = append(codecs, s.CodecName)
 		}
 	}
+	p.streams = len(raw.Streams)
 	p.info.Container = containerName(raw.Format.FormatName, raw.Format.Tags["major_brand"], codecs)
 	if p.videoStream < 0 {
 		return probed{}, badInput("the file has no video stream", nil)
@@ -468,6 +491,35 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 s
 		return v.classifyFFmpeg(ctx, "transcoding video", err)
 	}
 	return nil
+}
+
+// canRemux says whether the input already is what encode would make, so its streams can be copied.
+func (v *Videos) canRemux(p probed) bool {
+	i := p.info
+	return v.cfg.Remux && !v.cfg.HLS && // HLS wants a keyframe at every segment boundary
+		(i.Container == "mp4" || i.Container == "mov") &&
+		i.VideoCodec == "h264" && p.pixFmt == "yuv420p" && !p.rotated &&
+		min(i.Width, i.Height) <= v.cfg.MaxHeight &&
+		(!i.HasAudio || (i.AudioCodec == "aac" && p.channels <= 2))
+}
+
+// remux copies the video and audio streams into a fast-start MP4, dropping metadata like encode does.
+func (v *Videos) remux(ctx context.Context, src string, p probed, mp4 string) error {
+	args := v.inputArgs(src)
+	args = append(args, "-map", fmt.Sprintf("0:%d", p.videoStream))
+	if p.audioStream >= 0 {
+		args = append(args, "-map", fmt.Sprintf("0:%d", p.audioStream))
+	}
+	args = append(args,
+		"-c", "copy",
+		"-map_metadata", "-1", "-map_chapters", "-1",
+		"-movflags", "+faststart",
+		"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
+		"-f", "mp4", "-y", "file:"+mp4,
+		"-progress", "pipe:1", "-nostats",
+	)
+	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
+	return v.run(ctx, filepath.Dir(mp4), v.ffmpeg, args, pw, v.cfg.MaxCPUTime)
 }
 
 // inputArgs are ffmpeg's options for reading an untrusted file, ending with -i.
