@@ -42,6 +42,13 @@ func FormatBytes(n int64) string {
 // the new size). The file holds exactly Info.Size bytes on success;
 // on any error it is removed.
 func DownloadFile(ctx context.Context, s Store, bucket, key, path string, maxBytes int64) (Info, error) {
+	return DownloadFileTee(ctx, s, bucket, key, path, maxBytes, nil)
+}
+
+// DownloadFileTee is DownloadFile that also streams every byte written to the file into the writer
+// that tee returns, once the object's size is known and accepted (a scanner reading while the
+// download runs, say). tee may be nil or return nil. A failed write to the tee fails the download.
+func DownloadFileTee(ctx context.Context, s Store, bucket, key, path string, maxBytes int64, tee func(Info) io.Writer) (Info, error) {
 	info, err := s.Stat(ctx, bucket, key)
 	if err != nil {
 		return Info{}, fmt.Errorf("downloading: %w", err)
@@ -54,7 +61,13 @@ func DownloadFile(ctx context.Context, s Store, bucket, key, path string, maxByt
 	if err != nil {
 		return Info{}, fmt.Errorf("downloading %s/%s: creating file: %w", bucket, key, err)
 	}
-	cw := &capWriter{w: f, announced: info.Size}
+	var w io.Writer = f
+	if tee != nil {
+		if t := tee(info); t != nil {
+			w = io.MultiWriter(f, t)
+		}
+	}
+	cw := &capWriter{w: w, announced: info.Size}
 	n, err := s.Get(ctx, bucket, key, cw)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing file: %w", cerr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 )
 
-// Scanner scans a local file with clamd.
+// Scanner scans exactly size bytes read from r with clamd.
 type Scanner interface {
-	ScanFile(ctx context.Context, path string) (scanner.Verdict, error)
+	Scan(ctx context.Context, r io.Reader, size int64) (scanner.Verdict, error)
 }
 
 // ImageTransformer turns one image into the WebP variants.
@@ -148,7 +149,8 @@ type job struct {
 	mime    string
 	kind    MediaKind
 	release func()
-	outs    []output // files the transform made, uploaded by the next step
+	scanned chan scanResult // clamd's verdict on the downloaded bytes
+	outs    []output        // files the transform made, uploaded by the next step
 	out     Outcome
 }
 
@@ -297,8 +299,41 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
+// scanResult is clamd's answer on the bytes streamed to it during the download.
+type scanResult struct {
+	verdict scanner.Verdict
+	err     error
+}
+
+// download writes the object to the scratch file and, in the same pass, streams the same bytes to
+// clamd: the scan overlaps the download instead of following it. The verdict is collected by the next
+// step; nothing reads the file before it.
 func (p *Pipeline) download(ctx context.Context, j *job) error {
-	info, err := objstore.DownloadFile(ctx, p.store, j.req.S3Bucket, j.req.S3Key, j.input, p.cfg.MaxInputBytes)
+	pr, pw := io.Pipe()
+	j.scanned = make(chan scanResult, 1)
+	scanning := false
+	info, err := objstore.DownloadFileTee(ctx, p.store, j.req.S3Bucket, j.req.S3Key, j.input, p.cfg.MaxInputBytes,
+		func(info objstore.Info) io.Writer {
+			if info.Size == 0 {
+				return nil // refused below; clamd has nothing to look at
+			}
+			scanning = true
+			go func() {
+				v, err := p.scanner.Scan(ctx, pr, info.Size)
+				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
+				j.scanned <- scanResult{v, err}
+			}()
+			return pw
+		})
+	pw.CloseWithError(err) // nil: the scanner sees the end of the stream
+	if err != nil && scanning {
+		// If clamd gave up first (down, over its limit), that is the cause to report, not the
+		// download that could no longer write to it.
+		if res := <-j.scanned; res.err != nil && !isTruncated(res.err) {
+			j.scanned <- res
+			return nil
+		}
+	}
 	var tooLarge *objstore.TooLargeError
 	switch {
 	case err == nil:
@@ -321,8 +356,22 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 	return nil
 }
 
+var errScanEnded = errors.New("the scan ended before the download")
+
+// isTruncated says the scanner failed because its input stream failed (the download's fault).
+func isTruncated(err error) bool {
+	var se *scanner.Error
+	return errors.As(err, &se) && se.Kind == scanner.Truncated
+}
+
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
-	v, err := p.scanner.ScanFile(ctx, j.input)
+	var res scanResult
+	select {
+	case res = <-j.scanned:
+	case <-ctx.Done():
+		return transient("scanning", ctx.Err())
+	}
+	v, err := res.verdict, res.err
 	verdict := "clean"
 	switch {
 	case err == nil && v.Infected:

@@ -104,9 +104,17 @@ type fakeScanner struct {
 	scanned bool
 }
 
-func (f *fakeScanner) ScanFile(ctx context.Context, path string) (scanner.Verdict, error) {
+func (f *fakeScanner) Scan(ctx context.Context, r io.Reader, size int64) (scanner.Verdict, error) {
 	f.scanned = true
-	return f.verdict, f.err
+	if f.err != nil {
+		return scanner.Verdict{}, f.err // like clamd refusing at once: nothing read
+	}
+	// Like the real scanner: every announced byte, or it is no verdict.
+	n, err := io.Copy(io.Discard, r)
+	if err != nil || n != size {
+		return scanner.Verdict{}, &scanner.Error{Kind: scanner.Truncated, Op: "reading", Err: fmt.Errorf("got %d of %d bytes: %v", n, size, err)}
+	}
+	return f.verdict, nil
 }
 
 type fakeImages struct {
