@@ -86,7 +86,8 @@ type ImageResult struct {
 
 // Images transforms images. It is safe for concurrent use; each call works on its own images.
 type Images struct {
-	cfg ImageConfig
+	cfg  ImageConfig
+	heif chan struct{} // one HEIC decode at a time
 }
 
 // NewImages checks cfg and starts libvips (once per process).
@@ -97,7 +98,7 @@ func NewImages(cfg ImageConfig) (*Images, error) {
 	if err := vips.Init(); err != nil {
 		return nil, err
 	}
-	return &Images{cfg: cfg}, nil
+	return &Images{cfg: cfg, heif: make(chan struct{}, 1)}, nil
 }
 
 // Transform writes outDir/high.webp, outDir/medium.webp and outDir/low.webp from srcPath.
@@ -140,6 +141,17 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 	if err := ctx.Err(); err != nil {
 		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 	}
+	if res.Format == "heif" {
+		// libheif decodes the whole picture (there is no shrink-on-load) with buffers of its own: two
+		// 24 MP HEICs at once peaked at 528 MiB. One at a time keeps the worker under its budget.
+		select {
+		case im.heif <- struct{}{}:
+			defer func() { <-im.heif }()
+		case <-ctx.Done():
+			return ImageResult{}, fmt.Errorf("transforming image: %w", ctx.Err())
+		}
+	}
+	defer vips.Trim() // after the images below are released
 	cur, err := vips.Thumbnail(srcPath, im.cfg.High)
 	if err != nil {
 		return ImageResult{}, badInput("decoding image", err)
