@@ -54,11 +54,11 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 		return nil, err
 	}
 	a = &App{cfg: cfg, log: log}
-	defer func() {
+	defer func(a *App) { // a as built: `return nil, err` sets the named result to nil before this runs
 		if err != nil {
 			a.Close()
 		}
-	}()
+	}(a)
 
 	// Up to one pool's worth of jobs per kind may wait without holding intake, so a run of queued
 	// videos cannot starve the images behind them.
