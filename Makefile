@@ -1,5 +1,5 @@
 # Convenience targets; the README's two commands are scripts/run.sh and scripts/test.sh.
-.PHONY: run test build lint fuzz short
+.PHONY: run test build lint fuzz short bench faults
 
 build:
 	go build -o bin/mediaworker ./cmd/mediaworker
@@ -21,3 +21,7 @@ fuzz:
 	go test ./contracts -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 60s
 	go test ./contracts -run '^$$' -fuzz '^FuzzOutputKeys$$' -fuzztime 60s
 	go test ./scanner -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 60s
+
+# Benchmarks against the raw tools; writes bench/RESULTS.md (about 15 minutes on 2 cores).
+bench:
+	bash bench/run.sh

@@ -126,6 +126,9 @@ func (w *Worker) Held() int { return int(w.held.Load()) }
 // finish; what is left is cancelled and Nak'd for prompt redelivery. Run returns after every job settled.
 func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.js.Consumer(ctx, w.cfg.RequestsStream(), w.cfg.Durable)
+	if err != nil && ctx.Err() != nil {
+		return nil // stopped before it started: nothing to drain
+	}
 	if err != nil {
 		return fmt.Errorf("looking up consumer %s on stream %s: %w", w.cfg.Durable, w.cfg.RequestsStream(), err)
 	}

@@ -44,6 +44,7 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "--%s\t%s\t%s\n", f.Name, v, from)
 	}
 	tw.Flush()
+	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes // as run does
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "\nthese settings would not start:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return exitUsage

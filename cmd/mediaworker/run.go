@@ -47,6 +47,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mediaworker run: %v\n", err)
 		return exitUsage
 	}
+	// clamd is asked to scan whatever the worker accepts.
+	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mediaworker run: invalid settings:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return exitUsage

@@ -35,6 +35,9 @@ static int mw_init(int concurrency) {
 	// core); libvips' large, short-lived pixel buffers then fragment them and RSS creeps up job after
 	// job. Two arenas keep it flat at no measurable cost.
 	mallopt(M_ARENA_MAX, 2);
+	// Large buffers straight from mmap, so they go back to the system when freed: measured on two
+	// concurrent 24 MP HEICs, peak RSS fell from 437–587 MiB to 275–351 MiB.
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	if (VIPS_INIT("mediaworker"))
 		return -1;
 
