@@ -1,0 +1,263 @@
+// Command mwbench runs mediaworker's benchmark (issue 5) and writes bench/RESULTS.md. It is started
+// by bench/run.sh (`make bench`), which first builds the worker and runs the orchestration benchmark
+// (go test -bench in package bench) and hands both to it.
+//
+// In one run it generates (or reuses) the corpus, starts clamd with the project's dev config, and
+// measures, for each area of the issue, the raw tool or the naive script and the worker side by side,
+// interleaving their runs: images (worker end to end vs the in-process transform vs three `vips
+// thumbnail` processes per image), videos (worker end to end vs the bare ffmpeg commands the worker
+// ran, poster share, remux vs transcode, RSS with a large input), scanning (scanner.ScanFile vs
+// clamdscan --stream, chunk sizes, path mode), start-up and idle RSS. The worker always runs as a
+// `mediaworker run` subprocess on its embedded default, so its RSS is its own.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mediaworker/mediaworker/bench"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+)
+
+type bencher struct {
+	ctx    context.Context
+	env    *bench.Env
+	rep    *Report
+	corpus Corpus
+	clamd  *testenv.Clamd
+	bin    string
+	work   string
+	logf   func(format string, args ...any)
+
+	runs     int // repetitions of every timed measurement (medians)
+	quick    bool
+	leakN    int
+	largeMiB int
+	parallel int // image jobs at once, for the worker and every baseline
+}
+
+func main() {
+	var (
+		out      = flag.String("out", "bench/RESULTS.md", "where to write the report")
+		bin      = flag.String("bin", "", "the built mediaworker binary (required)")
+		cache    = flag.String("cache", "", "corpus cache (default: <testenv.CacheDir>/bench)")
+		work     = flag.String("work", "bench/out/work", "scratch space (worker data dirs, outputs); emptied at start")
+		orch     = flag.String("orch", "", "output of the orchestration go test -bench run")
+		orchCmd  = flag.String("orch-cmd", "", "the command that produced -orch, for the report")
+		runs     = flag.Int("runs", 3, "repetitions of each timed measurement")
+		quick    = flag.Bool("quick", false, "fewer jobs and repetitions (a smoke run; numbers are rougher)")
+		leakN    = flag.Int("leak-n", 1000, "jobs in the RSS-over-many-jobs run (RSS compared after N/10 and N)")
+		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
+		phases   = flag.String("phases", "startup,images,videos,scan,orchestration", "phases to run")
+	)
+	flag.Parse()
+	if *bin == "" {
+		fmt.Fprintln(os.Stderr, "mwbench: -bin is required (bench/run.sh builds it)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[mwbench %6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	b := &bencher{ctx: ctx, rep: &Report{Started: start}, logf: logf, runs: *runs, quick: *quick,
+		leakN: *leakN, largeMiB: *largeMiB, parallel: runtime.NumCPU()}
+	if b.quick {
+		b.runs = min(b.runs, 2)
+		b.leakN = min(b.leakN, 300)
+	}
+	var err error
+	if b.bin, err = filepath.Abs(*bin); err != nil {
+		fatal(err)
+	}
+	if b.work, err = filepath.Abs(*work); err != nil {
+		fatal(err)
+	}
+	_ = os.RemoveAll(b.work)
+	if err := os.MkdirAll(b.work, 0o755); err != nil {
+		fatal(err)
+	}
+	if *cache == "" {
+		root, err := testenv.CacheDir()
+		if err != nil {
+			fatal(err)
+		}
+		*cache = filepath.Join(root, "bench")
+	}
+	b.env = bench.NewEnv("mwbench", filepath.Join(b.work, "env"), logf)
+	defer b.env.Close()
+
+	b.machine(true)
+	for _, tool := range []string{"ffmpeg", "ffprobe", "vips", "clamd", "clamdscan", "prlimit"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fatal(fmt.Errorf("%s is not installed: run scripts/install-deps.sh (as root) first", tool))
+		}
+	}
+
+	t0 := time.Now()
+	if b.corpus, err = ensureCorpus(b.env, *cache, b.largeMiB, logf); err != nil {
+		fatal(fmt.Errorf("making the corpus: %w", err))
+	}
+	b.rep.Phases = append(b.rep.Phases, fmt.Sprintf("corpus (cached in %s): %s", b.corpus.Dir, time.Since(t0).Round(time.Second)))
+
+	// clamd with the project's dev config (deploy/clamav/clamd.conf) and dev signatures, as the tests
+	// run it. Large inputs above clamd's 512M stream limit need the limits raised with them.
+	overrides := map[string]string{}
+	if b.largeMiB > 480 {
+		lim := fmt.Sprintf("%dM", b.largeMiB+64)
+		overrides["StreamMaxLength"], overrides["MaxFileSize"] = lim, lim
+		overrides["MaxScanSize"] = fmt.Sprintf("%dM", 2*(b.largeMiB+64))
+	}
+	if err := b.env.Do(func() { b.clamd = testenv.StartClamdWith(b.env, overrides) }); err != nil {
+		fatal(fmt.Errorf("starting clamd: %w", err))
+	}
+	logf("clamd on %s (config %s)", b.clamd.Addr, b.clamd.ConfigPath)
+
+	all := map[string]func() error{
+		"startup":       b.startupPhase,
+		"images":        b.imagesPhase,
+		"videos":        b.videosPhase,
+		"scan":          b.scanPhase,
+		"orchestration": func() error { return b.orchestrationPhase(*orch, *orchCmd) },
+	}
+	for _, name := range strings.Split(*phases, ",") {
+		fn, ok := all[name]
+		if !ok {
+			fatal(fmt.Errorf("unknown phase %q", name))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		logf("phase %s", name)
+		t := time.Now()
+		err := fn()
+		took := time.Since(t).Round(time.Second)
+		b.rep.Phases = append(b.rep.Phases, fmt.Sprintf("%s: %s", name, took))
+		if err != nil {
+			logf("phase %s FAILED: %v", name, err)
+			b.rep.Failures = append(b.rep.Failures, fmt.Sprintf("%s: %v", name, err))
+		}
+		_ = os.RemoveAll(filepath.Join(b.work, name)) // worker stores and outputs: gigabytes
+		b.rep.Finished = time.Now()
+		if err := b.rep.write(*out); err != nil { // after every phase: a later crash keeps the earlier results
+			fatal(err)
+		}
+	}
+	b.machine(false)
+	b.rep.Finished = time.Now()
+	b.rep.command("bash bench/run.sh    # make bench: builds, runs the orchestration benchmark, then:\n%s", strings.Join(os.Args, " "))
+	if err := b.rep.write(*out); err != nil {
+		fatal(err)
+	}
+	logf("wrote %s in %s", *out, time.Since(start).Round(time.Second))
+	if len(b.rep.Failures) > 0 {
+		b.env.Close() // os.Exit skips deferred calls: stop clamd and remove its directory first
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintf(os.Stderr, "mwbench: %v\n", err)
+	os.Exit(1)
+}
+
+// phaseDir returns a fresh directory for a phase's workers and outputs.
+func (b *bencher) phaseDir(phase, name string) string {
+	dir := filepath.Join(b.work, phase, name)
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fatal(err)
+	}
+	return dir
+}
+
+// startWorker starts a `mediaworker run` subprocess for a phase.
+func (b *bencher) startWorker(phase, name string, imageJobs, videoJobs int, args ...string) (*bench.Worker, error) {
+	w, err := bench.StartWorker(b.ctx, bench.WorkerOptions{
+		Bin: b.bin, Dir: b.phaseDir(phase, name), ClamdAddr: b.clamd.Addr,
+		ImageJobs: imageJobs, VideoJobs: videoJobs, Args: args,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting worker %s/%s: %w", phase, name, err)
+	}
+	return w, nil
+}
+
+// dial connects the API side to a worker's embedded NATS.
+func (b *bencher) dial(w *bench.Worker) (*bench.Client, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	return bench.Dial(ctx, w.NATSURL, "media")
+}
+
+// stopWorker stops w and turns an unclean exit into an error.
+func stopWorker(w *bench.Worker, err *error) {
+	if serr := w.Stop(); serr != nil && *err == nil {
+		*err = serr
+	}
+}
+
+func firstLine(name string, args ...string) string {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil && len(out) == 0 {
+		return name + ": " + err.Error()
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+// machine records what the run ran on (at the start) and the load at the end.
+func (b *bencher) machine(start bool) {
+	load := func() string {
+		s, _ := os.ReadFile("/proc/loadavg")
+		return strings.Join(strings.Fields(string(s))[:3], " ")
+	}
+	if !start {
+		b.rep.Machine = append(b.rep.Machine, "load average (1/5/15 min) at the end: "+load())
+		return
+	}
+	cpu := "unknown"
+	if s, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(s), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := "unknown"
+	if s, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(s), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				var kb int64
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "MemTotal:")), "%d", &kb)
+				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	commit := strings.TrimSpace(firstLine("git", "rev-parse", "--short", "HEAD"))
+	if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(out) > 0 {
+		commit += " (with uncommitted changes)"
+	}
+	b.rep.Machine = append(b.rep.Machine,
+		fmt.Sprintf("nproc: %d; CPU: %s; memory: %s; kernel %s", runtime.NumCPU(), cpu, mem, strings.TrimSpace(string(kernel))),
+		"load average (1/5/15 min) at the start: "+load(),
+		"go: "+firstLine("go", "version"),
+		"ffmpeg: "+firstLine("ffmpeg", "-hide_banner", "-version"),
+		"vips: "+firstLine("vips", "--version"),
+		"clamd: "+firstLine("clamd", "--version")+" (dev signatures only: EICAR; a full database scans slower, for the worker and clamdscan alike)",
+		"mediaworker: "+firstLine(b.bin, "version")+", commit "+commit,
+	)
+}
