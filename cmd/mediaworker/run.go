@@ -67,6 +67,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Info().Msg("tracing on: exporting spans over OTLP/HTTP as the OTEL_* variables say")
 	}
 	a, err := app.New(ctx, cfg, log)
+	if err != nil && ctx.Err() != nil {
+		log.Info().Msg("stopped during start-up")
+		return exitOK
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("cannot start")
 		return exitFailure

@@ -37,8 +37,8 @@ type Config struct {
 	// BaseURL is the base of the URLs URL returns. An object store has no HTTP face of its own, so
 	// the default names the object for people and tools; set --public-base-url for real links.
 	BaseURL string
-	// Timeout bounds metadata calls (Stat, Delete, EnsureBucket, Ping) when the caller's context has
-	// no deadline, and is the longest Get waits for the next chunk before calling the stream stalled.
+	// Timeout bounds each metadata call (Stat, Delete, EnsureBucket, Ping, opening a read) whatever the
+	// caller's deadline, and is the longest Get waits for the next chunk before calling the stream stalled.
 	Timeout time.Duration
 }
 
@@ -517,11 +517,10 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-// opContext applies Timeout to short calls when the caller set no deadline.
+// opContext bounds a short call by Timeout, also when the caller's deadline is far away: a job may run
+// for 30 minutes, but a reply lost in a cluster leader change must not hold it that long (the earlier
+// deadline wins).
 func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, s.cfg.Timeout)
 }
 

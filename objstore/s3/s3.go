@@ -40,7 +40,7 @@ type Config struct {
 	// MaxRetries bounds minio-go's own retries of one request (minio-go's default is 10, which hides
 	// an outage for many seconds; the job pipeline retries whole jobs anyway).
 	MaxRetries int
-	// Timeout bounds Stat, Delete, EnsureBucket and Ping when the caller's context has no deadline.
+	// Timeout bounds each Stat, Delete, EnsureBucket and Ping, whatever the caller's deadline.
 	// Get, Put and Copy run as long as the caller's context allows.
 	Timeout time.Duration
 }
@@ -336,11 +336,10 @@ func notFoundIf(err error, read bool) error {
 	return err
 }
 
-// opContext applies Timeout to short calls when the caller set no deadline.
+// opContext bounds a short call by Timeout, also when the caller's deadline is far away: a job may run
+// for 30 minutes, but a reply lost in a cluster leader change must not hold it that long (the earlier
+// deadline wins).
 func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, s.cfg.Timeout)
 }
 
