@@ -60,11 +60,12 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 		}
 	}(a)
 
-	// Up to one pool's worth of jobs per kind may wait without holding intake, so a run of queued
-	// videos cannot starve the images behind them.
+	// Up to four pools' worth of jobs per kind may wait without holding intake, so a run of queued
+	// videos does not starve the images behind them. (A longer run still can: the request stream is
+	// one FIFO. Parked jobs stay ack-pending, so --max-ack-pending must leave room for them.)
 	a.gates = map[pipeline.MediaKind]*slots.Gate{
-		pipeline.Image: slots.NewGate("image", cfg.MaxImageJobs, cfg.MaxImageJobs),
-		pipeline.Video: slots.NewGate("video", cfg.MaxVideoJobs, cfg.MaxVideoJobs),
+		pipeline.Image: slots.NewGate("image", cfg.MaxImageJobs, parkedPerSlot*cfg.MaxImageJobs),
+		pipeline.Video: slots.NewGate("video", cfg.MaxVideoJobs, parkedPerSlot*cfg.MaxVideoJobs),
 	}
 	a.metrics = newMetrics(a.gates)
 	if err := a.prepareTmpDir(); err != nil {
@@ -114,7 +115,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
-		Limiter: kindLimiter(a.gates), Observer: a.metrics,
+		Limiter: kindLimiter(a.gates), Observer: a.metrics, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
 	})
 	if err != nil {
 		return nil, err
@@ -310,6 +311,9 @@ func (a *App) HTTPAddr() string {
 
 // NATSURL is the client URL of the NATS in use.
 func (a *App) NATSURL() string { return a.nc.ConnectedUrl() }
+
+// parkedPerSlot is how many jobs per slot may wait for a full pool without holding intake.
+const parkedPerSlot = 4
 
 // kindLimiter gives each media kind its own gate, so a full video pool never stalls images.
 type kindLimiter map[pipeline.MediaKind]*slots.Gate

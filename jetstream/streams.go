@@ -155,5 +155,8 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if _, err := js.CreateOrUpdateConsumer(ctx, c.AdvisoryStream(), c.AdvisoryConsumerConfig()); err != nil {
 		return fmt.Errorf("creating consumer %s on %s: %w", c.advisoryDurable(), c.AdvisoryStream(), err)
 	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, c.verdictConfig()); err != nil {
+		return fmt.Errorf("creating key-value bucket %s: %w", c.VerdictBucket(), err)
+	}
 	return nil
 }

@@ -39,6 +39,14 @@ type Limiter interface {
 	Acquire(ctx context.Context, kind MediaKind) (release func(), err error)
 }
 
+// Verdicts remembers virus verdicts across deliveries. The infected object is deleted before the
+// virus event is durable; should the worker die or a reply be lost in between, the next delivery finds
+// no object, and without this record it would answer "not found" instead of "virus detected".
+type Verdicts interface {
+	Remember(ctx context.Context, ev contracts.VirusEvent) error
+	Recall(ctx context.Context, mediaID string) (*contracts.VirusEvent, error) // nil, nil: none
+}
+
 // Observer is told when a stage ends, what clamd said and how many bytes moved; it feeds metrics.
 // It may be nil.
 type Observer interface {
@@ -111,6 +119,7 @@ type Pipeline struct {
 	videos   VideoTransformer
 	limiter  Limiter
 	observer Observer
+	verdicts Verdicts
 	now      func() time.Time
 }
 
@@ -122,6 +131,7 @@ type Deps struct {
 	Videos   VideoTransformer
 	Limiter  Limiter  // nil: no per-kind limit
 	Observer Observer // nil: nobody is told
+	Verdicts Verdicts // nil: verdicts are not remembered across deliveries
 }
 
 // New returns a pipeline.
@@ -133,7 +143,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
-		limiter: d.Limiter, observer: d.Observer, now: time.Now}, nil
+		limiter: d.Limiter, observer: d.Observer, verdicts: d.Verdicts, now: time.Now}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -278,6 +288,12 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, objstore.ErrNotFound):
+		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
+			return transient("recalling an earlier verdict", rerr)
+		} else if ev != nil {
+			j.out = infectedOutcome(j.req, *ev) // removed on an earlier delivery: say so again
+			return nil
+		}
 		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
 	case objstore.IsPermanent(err):
 		return permanent("downloading", err)
@@ -395,30 +411,49 @@ func (p *Pipeline) scan(ctx context.Context, j *job) error {
 	if !v.Infected {
 		return nil
 	}
-	action, err := p.removeInfected(ctx, j)
-	if err != nil {
+	ev := contracts.VirusEvent{
+		MediaID: j.req.MediaID, S3Key: j.req.S3Key, S3Bucket: j.req.S3Bucket, MediaURL: j.req.MediaURL,
+		VirusName: v.Signature, DetectedAt: p.now().UTC().Format(time.RFC3339), ActionTaken: contracts.ActionDeleted,
+	}
+	if p.cfg.QuarantineBucket != "" {
+		ev.ActionTaken = contracts.ActionQuarantined
+	}
+	if p.verdicts != nil {
+		// Written before the object goes, so a redelivery that finds it gone still knows why.
+		if err := p.verdicts.Remember(ctx, ev); err != nil {
+			return transient("recording the virus verdict", err)
+		}
+	}
+	if _, err := p.removeInfected(ctx, j); err != nil {
 		// The scan will run again on the next delivery; the object is still where it was.
 		return transient("removing infected object", err)
 	}
-	j.out = Outcome{
-		Kind: Infected,
-		Err:  fmt.Errorf("virus detected: %s", v.Signature),
-		Response: contracts.Response{
-			MediaID:     j.req.MediaID,
-			OriginalURL: j.req.MediaURL,
-			Error:       "virus detected: " + v.Signature,
-		},
-		Virus: &contracts.VirusEvent{
-			MediaID:     j.req.MediaID,
-			S3Key:       j.req.S3Key,
-			S3Bucket:    j.req.S3Bucket,
-			MediaURL:    j.req.MediaURL,
-			VirusName:   v.Signature,
-			DetectedAt:  p.now().UTC().Format(time.RFC3339),
-			ActionTaken: action,
-		},
-	}
+	j.out = infectedOutcome(j.req, ev)
 	return nil
+}
+
+func (p *Pipeline) recall(ctx context.Context, req contracts.Request) (*contracts.VirusEvent, error) {
+	if p.verdicts == nil {
+		return nil, nil
+	}
+	ev, err := p.verdicts.Recall(ctx, req.MediaID)
+	if err != nil || ev == nil || ev.S3Bucket != req.S3Bucket || ev.S3Key != req.S3Key {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func infectedOutcome(req contracts.Request, ev contracts.VirusEvent) Outcome {
+	return Outcome{
+		Kind: Infected,
+		Err:  fmt.Errorf("virus detected: %s", ev.VirusName),
+		Response: contracts.Response{
+			MediaID:     req.MediaID,
+			OriginalURL: req.MediaURL,
+			Error:       "virus detected: " + ev.VirusName,
+		},
+		Virus: &ev,
+	}
 }
 
 // removeInfected deletes the object, or moves it to the quarantine bucket under the same key.

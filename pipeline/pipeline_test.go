@@ -309,3 +309,43 @@ func TestCancelledJobIsTransient(t *testing.T) {
 		t.Fatalf("%+v", out)
 	}
 }
+
+type memVerdicts struct{ m map[string]contracts.VirusEvent }
+
+func (v *memVerdicts) Remember(ctx context.Context, ev contracts.VirusEvent) error {
+	v.m[ev.MediaID] = ev
+	return nil
+}
+
+func (v *memVerdicts) Recall(ctx context.Context, id string) (*contracts.VirusEvent, error) {
+	if ev, ok := v.m[id]; ok {
+		return &ev, nil
+	}
+	return nil, nil
+}
+
+// The delete reached the store but its reply was lost: the next delivery finds no object and must
+// still answer "virus detected", not "not found".
+func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
+	f := newFixture(t)
+	f.scan.verdict = scanner.Verdict{Infected: true, Signature: "Eicar-Test"}
+	verdicts := &memVerdicts{m: map[string]contracts.VirusEvent{}}
+	p, err := New(f.cfg, Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}, Verdicts: verdicts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(f.store.objs, "media/u/p.jpg") // what the lost-reply delete did
+	if out := p.Process(context.Background(), f.req); out.Kind != Failed {
+		t.Fatalf("without a remembered verdict a missing object is a plain failure, got %s", out.Kind)
+	}
+	f.store.objs["media/u/p.jpg"] = jpegHeader
+	f.store.failDel = errors.New("reply lost")
+	if out := p.Process(context.Background(), f.req); out.Kind != Retry {
+		t.Fatalf("first delivery: %s %v", out.Kind, out.Err)
+	}
+	delete(f.store.objs, "media/u/p.jpg")
+	out := p.Process(context.Background(), f.req)
+	if out.Kind != Infected || out.Virus == nil || out.Response.Error != "virus detected: Eicar-Test" || f.images.called {
+		t.Fatalf("redelivery after the object was removed: %+v", out)
+	}
+}

@@ -1,0 +1,88 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// VerdictBucket is the key-value bucket that remembers virus verdicts for a day, keyed by mediaId.
+func (c Config) VerdictBucket() string { return c.streamPrefix() + "_MEDIA_VERDICTS" }
+
+func (c Config) verdictConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      c.VerdictBucket(),
+		Description: "virus verdicts of mediaworker, so a redelivery after the object was removed still answers 'virus detected'",
+		TTL:         24 * time.Hour,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+	}
+}
+
+// Verdicts is the pipeline's verdict memory on a JetStream key-value bucket.
+type Verdicts struct {
+	js  jetstream.JetStream
+	cfg Config
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// NewVerdicts returns the verdict memory of cfg; the bucket is opened on first use.
+func NewVerdicts(js jetstream.JetStream, cfg Config) *Verdicts { return &Verdicts{js: js, cfg: cfg} }
+
+func (v *Verdicts) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.kv != nil {
+		return v.kv, nil
+	}
+	kv, err := v.js.KeyValue(ctx, v.cfg.VerdictBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = v.js.CreateOrUpdateKeyValue(ctx, v.cfg.verdictConfig())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening verdict bucket %s: %w", v.cfg.VerdictBucket(), err)
+	}
+	v.kv = kv
+	return kv, nil
+}
+
+// Remember stores ev under its mediaId.
+func (v *Verdicts) Remember(ctx context.Context, ev contracts.VirusEvent) error {
+	kv, err := v.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(ev)
+	if _, err := kv.Put(ctx, ev.MediaID, data); err != nil {
+		return fmt.Errorf("storing verdict: %w", err)
+	}
+	return nil
+}
+
+// Recall returns the verdict stored for mediaID, or nil.
+func (v *Verdicts) Recall(ctx context.Context, mediaID string) (*contracts.VirusEvent, error) {
+	kv, err := v.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, mediaID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading verdict: %w", err)
+	}
+	var ev contracts.VirusEvent
+	if err := json.Unmarshal(e.Value(), &ev); err != nil {
+		return nil, nil // not ours to trust
+	}
+	return &ev, nil
+}
