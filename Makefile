@@ -25,3 +25,7 @@ fuzz:
 # Benchmarks against the raw tools; writes bench/RESULTS.md (about 15 minutes on 2 cores).
 bench:
 	bash bench/run.sh
+
+# The fault-injection suite on its own, verbose (it also runs in `make test`).
+faults:
+	go test -count=1 -timeout 20m -v ./faults/

@@ -1,0 +1,369 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+)
+
+// submitImages uploads n small JPEGs and publishes a request for each.
+func submitImages(t *testing.T, c *client, n int, w, h int) []string {
+	t.Helper()
+	src := testenv.MakeJPEG(t, t.TempDir(), w, h)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = c.submit(src, fmt.Sprintf("u%d/photo.jpg", i))
+	}
+	return ids
+}
+
+// expectSuccess checks that each id has exactly one response in the stream and that it is a success.
+func expectSuccess(t *testing.T, l *ledger, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		if r := l.one(id); !r.Success {
+			t.Errorf("%s: %+v, want success", id, r)
+		}
+	}
+}
+
+// The NATS server (a separate process, file storage, fixed port) goes away while requests are in
+// flight and comes back on the same store: every request still gets exactly one response.
+func TestNATSRestartLosesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(*testenv.NATSProc)
+	}{
+		{"graceful restart", (*testenv.NATSProc).Stop},
+		{"crash", (*testenv.NATSProc).Kill},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			np := testenv.StartNATSProc(t)
+			clamd := testenv.StartClamd(t)
+			startWorker(t, "a", workerOpts{natsURL: np.URL, clamd: clamd})
+			l := newLedger(t, np.URL)
+			c := newClient(t, l, nil, 1)
+			ids := submitImages(t, c, 20, 1600, 1200)
+
+			// Restart while some are answered and the rest are queued or in flight.
+			testenv.Eventually(t, 60*time.Second, func() error {
+				if err := l.sync(); err != nil {
+					return err
+				}
+				if n := l.total(); n < 3 {
+					return fmt.Errorf("%d responses so far", n)
+				}
+				return nil
+			})
+			before := l.total()
+			tc.stop(np)
+			time.Sleep(5 * time.Second) // the outage: longer than a publish retry hides
+			np.Start()
+			t.Logf("restarted nats-server after %d of %d responses", before, len(ids))
+			if before == len(ids) {
+				t.Fatal("every request was answered before the restart; the test proves nothing")
+			}
+
+			l.await(ids, 2*time.Minute)
+			expectSuccess(t, l, ids)
+			l.awaitEmptyQueue(30 * time.Second)
+			dupes := 0
+			for _, id := range ids {
+				if l.wireCount(id) > 1 {
+					dupes++
+				}
+			}
+			t.Logf("%d requests answered once each in the stream, %d deliveries; %d republished on the wire across the restart",
+				len(ids), l.consumer().Delivered.Consumer, dupes)
+		})
+	}
+}
+
+// clamd goes away for 10 s: jobs wait (nothing is transformed or answered unscanned, an infected upload
+// is not let through), and everything completes once it is back.
+func TestClamdOutageWaitsNeverUnscanned(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd,
+		args: []string{"--backoff-base", "500ms", "--backoff-max", "2s", "--max-deliver", "20"}})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+
+	clamd.Stop()
+	ids := submitImages(t, c, 4, 640, 480)
+	eicar := c.submit(writeFile(t, t.TempDir(), "e.jpg", []byte(testenv.EICAR)), "u/e.jpg")
+	window(t, 10*time.Second, func() error {
+		if err := l.sync(); err != nil {
+			return nil // a slow read is not the fault under test
+		}
+		if n := l.total(); n > 0 {
+			return fmt.Errorf("%d responses while clamd was down", n)
+		}
+		for i, id := range ids {
+			k := contracts.KeysFor(contracts.Request{S3Key: fmt.Sprintf("u%d/photo.jpg", i), MediaID: id})
+			if c.exists(k.Image("low")) {
+				return fmt.Errorf("%s was transformed while clamd was down", id)
+			}
+		}
+		return nil
+	})
+	clamd.Start()
+
+	l.await(append(ids, eicar), 2*time.Minute)
+	expectSuccess(t, l, ids)
+	if r := l.one(eicar); r.Success || r.Error != "virus detected: "+testenv.EICARSignature {
+		t.Errorf("EICAR uploaded during the outage: %+v, want a virus failure", r)
+	}
+	l.awaitEmptyQueue(30 * time.Second)
+	if info := l.consumer(); info.Delivered.Consumer <= uint64(len(ids)+1) {
+		t.Errorf("consumer delivered %d for %d requests: the outage caused no retries?", info.Delivered.Consumer, len(ids)+1)
+	}
+}
+
+// MinIO goes away for 10 s: the jobs back off (a bounded number of redeliveries, no hot loop) and
+// succeed once it is back.
+func TestMinIOOutageBacksOffThenSucceeds(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	m := testenv.StartMinIO(t)
+	const maxDeliver = 10
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
+		args: []string{"--backoff-base", "1s", "--backoff-max", "4s", "--max-deliver", fmt.Sprint(maxDeliver)}})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, m, 1)
+
+	src := testenv.MakeJPEG(t, t.TempDir(), 640, 480)
+	for i := range 4 {
+		c.upload(src, fmt.Sprintf("u%d/photo.jpg", i))
+	}
+	m.Stop()
+	var ids []string
+	for i := range 4 {
+		ids = append(ids, c.request(fmt.Sprintf("u%d/photo.jpg", i)))
+	}
+	window(t, 10*time.Second, func() error {
+		if err := l.sync(); err != nil {
+			return nil
+		}
+		if n := l.total(); n > 0 {
+			return fmt.Errorf("%d responses while MinIO was down", n)
+		}
+		return nil
+	})
+	mid := l.consumer().Delivered.Consumer
+	m.Start()
+
+	l.await(ids, 2*time.Minute)
+	expectSuccess(t, l, ids)
+	l.awaitEmptyQueue(30 * time.Second)
+	if dl := l.deadLetters(); len(dl) != 0 {
+		t.Errorf("%d dead letters after a 10 s outage", len(dl))
+	}
+	deliveries := l.consumer().Delivered.Consumer
+	// Backoff 1 s, 2 s, 4 s, 4 s, ... over 10 s is about four deliveries each; a Nak-at-once loop would
+	// be dozens.
+	if mid <= uint64(len(ids)) || deliveries > uint64(len(ids)*6) {
+		t.Errorf("%d deliveries during the outage and %d in all for %d requests; want retries, but backed off (≤ 6 each)",
+			mid, deliveries, len(ids))
+	}
+	t.Logf("%d requests, %d deliveries (%d during the 10 s outage)", len(ids), deliveries, mid)
+}
+
+// MinIO down for good with MaxDeliver 3: every request is dead-lettered with the original payload and
+// answered with a failure; `mediaworker dlq replay` after MinIO is back turns them into successes.
+func TestMinIODownForGoodDeadLettersThenReplay(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	m := testenv.StartMinIO(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
+		args: []string{"--max-deliver", "3", "--backoff-base", "200ms", "--backoff-max", "500ms"}})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, m, 1)
+
+	src := testenv.MakeJPEG(t, t.TempDir(), 640, 480)
+	payloads := map[string][]byte{}
+	for i := range 3 {
+		c.upload(src, fmt.Sprintf("u%d/photo.jpg", i))
+	}
+	m.Stop()
+	var ids []string
+	for i := range 3 {
+		id := c.request(fmt.Sprintf("u%d/photo.jpg", i))
+		ids = append(ids, id)
+	}
+	l.await(ids, 2*time.Minute)
+	for _, id := range ids {
+		r := l.one(id)
+		if r.Success || !strings.HasPrefix(r.Error, "gave up after 3 deliveries") {
+			t.Errorf("%s: %+v, want a gave-up failure", id, r)
+		}
+	}
+	l.awaitDLQ(len(ids), 30*time.Second)
+	l.awaitEmptyQueue(30 * time.Second)
+	for _, dl := range l.deadLetters() {
+		req, err := contracts.ParseRequest(dl.data)
+		if err != nil {
+			t.Errorf("dead letter #%d is not the original request: %v", dl.seq, err)
+			continue
+		}
+		payloads[req.MediaID] = dl.data
+		for h, want := range map[string]string{natsjs.HeaderReason: "max-deliveries", natsjs.HeaderDeliveries: "3"} {
+			if got := dl.header.Get(h); got != want {
+				t.Errorf("dead letter of %s: %s = %q, want %q", req.MediaID, h, got, want)
+			}
+		}
+		if dl.header.Get(natsjs.HeaderLastError) == "" || dl.header.Get(natsjs.HeaderStreamSeq) == "" {
+			t.Errorf("dead letter of %s lacks the last error or origin sequence: %v", req.MediaID, dl.header)
+		}
+	}
+	for _, id := range ids {
+		if payloads[id] == nil {
+			t.Errorf("no dead letter for %s", id)
+		}
+	}
+
+	// Replay, as an operator would once the store is back.
+	m.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, workerBin, "dlq", "replay", "--all", "--nats-url", srv.ClientURL())
+	cmd.Env = workerEnv()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mediaworker dlq replay --all: %v\n%s", err, out.String())
+	}
+	t.Logf("dlq replay: %s", strings.TrimSpace(out.String()))
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		if err := l.sync(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			rs := l.responsesOf(id)
+			if len(rs) < 2 {
+				return fmt.Errorf("%s: %d responses, waiting for the replay's", id, len(rs))
+			}
+		}
+		return nil
+	})
+	for _, id := range ids {
+		rs := l.responsesOf(id)
+		if len(rs) != 2 || !rs[1].Success {
+			t.Errorf("%s after replay: %+v, want the gave-up failure then one success", id, rs)
+		}
+	}
+	l.awaitEmptyQueue(30 * time.Second)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := l.js.Stream(ctx, streams.DLQStream())
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 0 {
+			return errors.New("replayed dead letters are still in the DLQ")
+		}
+		return nil
+	})
+}
+
+// An infected upload is removed before the virus event is out. If the event cannot be published at that
+// moment and the job were simply redelivered, the redelivery would find the object gone and answer "not
+// found": the API would never hear of the virus. Here the event's subject is briefly not captured by
+// any stream, so its publish fails right after the removal; the worker must keep the verdict (it retries
+// the publish in place) until the stream takes it.
+func TestVirusVerdictSurvivesAFailedEventPublish(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := l.js.Stream(ctx, streams.ResponsesStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := info.Config
+	cut := full
+	cut.Subjects = []string{streams.Subjects().Response}
+	if _, err := l.js.UpdateStream(ctx, cut); err != nil {
+		t.Fatalf("taking %s off the responses stream: %v", streams.Subjects().Virus, err)
+	}
+	key := "u/eicar.jpg"
+	id := c.submit(writeFile(t, t.TempDir(), "e.jpg", []byte(testenv.EICAR)), key)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if c.exists(key) {
+			return errors.New("the infected object is still there")
+		}
+		return nil
+	})
+	if _, err := l.js.UpdateStream(ctx, full); err != nil {
+		t.Fatalf("restoring the responses stream: %v", err)
+	}
+
+	l.await([]string{id}, time.Minute)
+	r := l.one(id)
+	l.mu.Lock()
+	events := len(l.viruses[id])
+	l.mu.Unlock()
+	if r.Success || r.Error != "virus detected: "+testenv.EICARSignature || events != 1 {
+		t.Fatalf("after the virus event's publish failed: response %+v and %d virus events; want \"virus detected\" and one event", r, events)
+	}
+}
+
+// The same verdict, lost another way: MinIO deletes the infected object but the reply never reaches
+// the worker (the store crashed or the network cut at that moment), and the store stays unreachable for
+// a second. The redelivery finds the object gone.
+func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	m := testenv.StartMinIO(t)
+	proxy := startS3Proxy(t, m.Endpoint)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m, s3Addr: proxy.Endpoint()})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, m, 1)
+
+	key := "u/eicar.jpg"
+	proxy.armCutOnDelete()
+	id := c.submit(writeFile(t, t.TempDir(), "e.jpg", []byte(testenv.EICAR)), key)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if !proxy.isDark() {
+			return errors.New("the worker has not deleted the infected object yet")
+		}
+		return nil
+	})
+	if c.exists(key) {
+		t.Fatal("MinIO still has the object after answering the DELETE")
+	}
+	time.Sleep(time.Second) // the store stays unreachable a moment: the worker's retries fail
+	proxy.heal()
+
+	l.await([]string{id}, time.Minute)
+	r := l.one(id)
+	l.mu.Lock()
+	events := len(l.viruses[id])
+	l.mu.Unlock()
+	if r.Success || r.Error != "virus detected: "+testenv.EICARSignature || events != 1 {
+		t.Fatalf("after the reply to the infected object's DELETE was lost: response %+v and %d virus events; "+
+			"want \"virus detected\" and one virus event", r, events)
+	}
+}

@@ -1,0 +1,136 @@
+package faults
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+)
+
+// Poison payloads nobody can be answered for go to the DLQ on their first delivery, unchanged; a
+// payload with a usable mediaId but a wrong field is answered with a failure; good requests published
+// between them keep flowing.
+func TestPoisonPayloadsAreDeadLetteredAtOnce(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+	src := testenv.MakeJPEG(t, t.TempDir(), 320, 240)
+
+	poison := []string{
+		`{"this is": not json`,
+		`{"mediaId":42,"s3Key":"u/a.jpg","s3Bucket":"media","mediaUrl":"https://a/1"}`,
+		`{"mediaId":null}`,
+		`[]`,
+		`null`,
+		`"just a string"`,
+		``,
+		"\x00\xff\xfe binary \x01",
+		`{"s3Key":"u/a.jpg","s3Bucket":"media","mediaUrl":"https://a/1"}`,
+		`{"mediaId":"` + uuid.NewString() + `"} {"trailing":"object"}`,
+		strings.Repeat("[", 100000),
+	}
+	wrongType := uuid.NewString()
+	var good []string
+	for i, p := range poison {
+		good = append(good, c.submit(src, fmt.Sprintf("g%d/photo.jpg", i)))
+		c.publish([]byte(p), fmt.Sprintf("poison-%d", i))
+	}
+	c.publish([]byte(`{"mediaId":"`+wrongType+`","s3Key":7,"s3Bucket":"media","mediaUrl":"https://a/1"}`), wrongType)
+	good = append(good, c.submit(src, "last/photo.jpg"))
+
+	l.await(append(good, wrongType), time.Minute)
+	expectSuccess(t, l, good)
+	if r := l.one(wrongType); r.Success || r.Error != "invalid request: s3Key must be a string, got a number" {
+		t.Errorf("a request with a mediaId and a wrong type: %+v, want a failure naming s3Key", r)
+	}
+	l.awaitDLQ(len(poison), 30*time.Second)
+	l.awaitEmptyQueue(10 * time.Second)
+
+	dead := map[string]bool{}
+	for _, dl := range l.deadLetters() {
+		dead[string(dl.data)] = true
+		if got := dl.header.Get(natsjs.HeaderReason); got != "parse-error" {
+			t.Errorf("dead letter %q: reason %q, want parse-error", clip(dl.data), got)
+		}
+		if got := dl.header.Get(natsjs.HeaderDeliveries); got != "1" {
+			t.Errorf("dead letter %q: deliveries %q, want 1 (dead-lettered at once)", clip(dl.data), got)
+		}
+	}
+	for _, p := range poison {
+		if !dead[p] {
+			t.Errorf("poison payload %q is not in the DLQ unchanged", clip([]byte(p)))
+		}
+	}
+	if len(l.deadLetters()) != len(poison) {
+		t.Errorf("%d dead letters, want %d", len(l.deadLetters()), len(poison))
+	}
+	total := uint64(len(poison) + len(good) + 1)
+	if info := l.consumer(); info.Delivered.Consumer != total {
+		t.Errorf("consumer delivered %d for %d requests: something was redelivered", info.Delivered.Consumer, total)
+	}
+}
+
+func clip(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
+}
+
+// A saturated video pool never stalls images: with one video slot and several long videos queued
+// first, images published behind them complete while the videos are still running.
+func TestSaturatedVideoPoolDoesNotStallImages(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	ff := newFFmpegWrapper(t)
+	ff.hold()
+	w := startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, ffmpeg: ff,
+		args: []string{"--max-image-jobs", "2", "--max-video-jobs", "1"}})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+
+	clip := videoFile(t)
+	var videos []string
+	for i := range 5 {
+		videos = append(videos, c.submit(clip, fmt.Sprintf("v%d/clip.mov", i)))
+	}
+	awaitEncode(t, ff, w.pid())
+	images := submitImages(t, c, 6, 640, 480)
+
+	// An image takes well under a second here; the margin is for a loaded machine.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := l.sync(); err != nil {
+			return err
+		}
+		done := 0
+		for _, id := range images {
+			if l.count(id) > 0 {
+				done++
+			}
+		}
+		if done < len(images) {
+			return fmt.Errorf("%d of %d images answered while the video pool is full; worker health: %s", done, len(images), w.health())
+		}
+		return nil
+	})
+	expectSuccess(t, l, images)
+	for _, id := range videos {
+		if n := l.count(id); n != 0 {
+			t.Fatalf("a video was answered while every encode was held")
+		}
+	}
+	if n := len(ff.encodes()); n != 1 {
+		t.Fatalf("%d encodes started with one video slot, want 1", n)
+	}
+
+	ff.release()
+	l.await(videos, 3*time.Minute)
+	expectSuccess(t, l, videos)
+	l.awaitEmptyQueue(10 * time.Second)
+}

@@ -1,0 +1,70 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"go.uber.org/goleak"
+)
+
+// workerBin is the mediaworker binary TestMain built from this checkout.
+var workerBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "mw-faults-bin-")
+	if err != nil {
+		log.Printf("creating the build dir: %v", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if workerBin, err = buildWorker(dir); err != nil {
+		log.Print(err)
+		return 1
+	}
+	// Built (or found in the cache) up front, so no test's time budget pays for it.
+	if _, err = testenv.EnsureNATSServer(log.Printf); err != nil {
+		log.Print(err)
+		return 1
+	}
+
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	// Every process watcher, connection, proxy and in-process server (single or clustered) a test
+	// started must be gone by now. No ignores are needed: goleak retries while the last goroutines of a
+	// shut-down server finish.
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintf(os.Stderr, "goroutine leak after the fault suite: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// buildWorker builds cmd/mediaworker from this checkout: the faults run the binary operators run.
+func buildWorker(dir string) (string, error) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "mediaworker")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mediaworker")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building mediaworker: %v\n%s", err, out)
+	}
+	return bin, nil
+}
