@@ -35,6 +35,7 @@ type world struct {
 	store  objstore.Store
 	subj   contracts.Subjects
 	bucket string
+	minio  *testenv.MinIO // with StorageS3
 
 	mu        sync.Mutex
 	responses map[string][]contracts.Response
@@ -53,9 +54,10 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
 	cfg.Worker.BackoffBase = 200 * time.Millisecond
 	cfg.Worker.DrainTimeout = 20 * time.Second
+	var minio *testenv.MinIO
 	if storage == app.StorageS3 {
-		m := testenv.StartMinIO(t)
-		cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = m.Endpoint, m.AccessKey, m.SecretKey
+		minio = testenv.StartMinIO(t)
+		cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = minio.Endpoint, minio.AccessKey, minio.SecretKey
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -81,7 +83,7 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 		a.Close()
 	})
 
-	w := &world{t: t, app: a, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media",
+	w := &world{t: t, app: a, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media", minio: minio,
 		responses: map[string][]contracts.Response{}, viruses: map[string][]contracts.VirusEvent{}}
 	w.nc = testenv.Connect(t, srv)
 	if w.js, err = jetstream.New(w.nc); err != nil {

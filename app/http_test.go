@@ -131,3 +131,24 @@ func TestScanAPI(t *testing.T) {
 		t.Errorf("clamd down: %d %v", code, v)
 	}
 }
+
+func TestReadinessNamesTheObjectStore(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageS3, clamd, nil)
+	base := "http://" + w.app.HTTPAddr()
+	if code, body := get(t, base+"/health/ready"); code != 200 {
+		t.Fatalf("ready: %d %s", code, body)
+	}
+	w.minio.Stop()
+	code, body := get(t, base+"/health/ready")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: object_store") {
+		t.Fatalf("with MinIO stopped: %d %s", code, body)
+	}
+	w.minio.Start()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if code, _ := get(t, base+"/health/ready"); code != 200 {
+			return fmt.Errorf("ready answers %d", code)
+		}
+		return nil
+	})
+}
