@@ -310,7 +310,9 @@ func TestCancelledJobIsTransient(t *testing.T) {
 	}
 }
 
-type memVerdicts struct{ m map[string]contracts.VirusEvent }
+type memVerdicts struct {
+	m map[string]contracts.VirusEvent
+}
 
 func (v *memVerdicts) Remember(ctx context.Context, ev contracts.VirusEvent) error {
 	v.m[ev.MediaID] = ev
