@@ -97,9 +97,8 @@ func (r *Report) Markdown() string {
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Finished.Sub(r.Started).Round(time.Second))
 	w("Every number is the median of the runs stated next to it; ratios compare medians measured in the same run, " +
 		"with the baseline and the worker interleaved run by run.\n\n")
-	w("> **Noise.** This run was made on a 2-core machine shared with other agents running test suites (the load " +
-		"average is recorded below), so absolute numbers are noisy and ratios somewhat less so. The lead regenerates " +
-		"this file with `make bench` on a quiet machine before quoting it.\n\n")
+	w("> **Noise.** A 2-core machine: the load average during the run is recorded below. Absolute numbers move " +
+		"with other load; ratios, measured with baseline and worker interleaved, move less.\n\n")
 
 	w("## Targets (issue 5)\n\n")
 	w("| area | what | measured | value | target | status |\n|---|---|---|---|---|---|\n")
