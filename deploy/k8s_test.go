@@ -290,8 +290,8 @@ func TestKubernetesManifests(t *testing.T) {
 	// Scaling: the shared consumer's cap covers every pod at its fullest (see k8s/README.md).
 	slots := atoi(t, env["MW_MAX_IMAGE_JOBS"]) + atoi(t, env["MW_MAX_VIDEO_JOBS"])
 	pods := dep.Spec.Replicas + dep.Spec.Strategy.RollingUpdate.MaxSurge
-	if got, need := atoi(t, env["MW_MAX_ACK_PENDING"]), pods*2*slots; got < need {
-		t.Errorf("MW_MAX_ACK_PENDING %d < %d pods × 2 × %d slots", got, pods, slots)
+	if got, need := atoi(t, env["MW_MAX_ACK_PENDING"]), pods*5*slots; got < need {
+		t.Errorf("MW_MAX_ACK_PENDING %d < %d pods × 5 × %d slots", got, pods, slots)
 	}
 
 	// Selectors line up.

@@ -92,7 +92,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(fs, &cfg.Streams.AckWait, "ack-wait", "how long a delivery may go without ack or progress before redelivery")
 	fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "deliveries before a request is dead-lettered")
-	fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "requests in flight across all instances: at least 2 × their slots (parked jobs and retries count)")
+	fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "requests in flight across all instances: at least 5 × their slots (parked jobs and retries count)")
 	fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap the request stream (0 = unlimited); a full queue refuses publishes")
 	fs.IntVar(&cfg.MaxImageJobs, "max-image-jobs", cfg.MaxImageJobs, "concurrent image transforms")
 	fs.IntVar(&cfg.MaxVideoJobs, "max-video-jobs", cfg.MaxVideoJobs, "concurrent video transcodes")

@@ -21,7 +21,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
 	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
-	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "consumer max ack pending: at least 2 × the slots of all instances")
+	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "consumer max ack pending: at least 5 × the slots of all instances")
 	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
 	outDir := ""
 	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
