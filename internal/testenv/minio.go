@@ -254,6 +254,16 @@ func (m *MinIO) Start() {
 				return fmt.Errorf("%s: %s", p, resp.Status)
 			}
 		}
+		// Both can answer 200 while the object layer still says "Server not initialized yet" (503) to
+		// S3 calls: wait until an anonymous ListBuckets is refused for the usual reason instead.
+		resp, err := client.Get(m.URL() + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return fmt.Errorf("S3 API: %s", resp.Status)
+		}
 		return nil
 	})
 }
