@@ -19,6 +19,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -85,19 +86,27 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 
 	w := &world{t: t, app: a, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media", minio: minio,
 		responses: map[string][]contracts.Response{}, viruses: map[string][]contracts.VirusEvent{}}
-	w.nc = testenv.Connect(t, srv)
+	w.observe(srv)
+	return w
+}
+
+// observe connects the world to the worker's NATS like the API would: the object store with the test
+// bucket, and listeners recording every response and virus event.
+func (w *world) observe(srv *server.Server) {
+	w.t.Helper()
+	w.nc = testenv.Connect(w.t, srv)
+	var err error
 	if w.js, err = jetstream.New(w.nc); err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	if w.store, err = app.OpenStore(context.Background(), cfg, w.js); err != nil {
-		t.Fatal(err)
+	if w.store, err = app.OpenStore(context.Background(), w.cfg, w.js); err != nil {
+		w.t.Fatal(err)
 	}
-	t.Cleanup(func() { w.store.Close() })
+	w.t.Cleanup(func() { w.store.Close() })
 	if err := w.store.EnsureBucket(context.Background(), w.bucket); err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
 	w.listen()
-	return w
 }
 
 // listen records every response and virus event, validating each against its schema as it arrives.

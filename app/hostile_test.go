@@ -32,7 +32,6 @@ import (
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -83,19 +82,7 @@ func TestHostileUploads(t *testing.T) {
 	cfg.Pipeline.TmpDir = tmp
 	w := &world{t: t, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media",
 		responses: map[string][]contracts.Response{}, viruses: map[string][]contracts.VirusEvent{}}
-	w.nc = testenv.Connect(t, srv)
-	var err error
-	if w.js, err = jetstream.New(w.nc); err != nil {
-		t.Fatal(err)
-	}
-	if w.store, err = app.OpenStore(context.Background(), cfg, w.js); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.store.Close() })
-	if err := w.store.EnsureBucket(context.Background(), w.bucket); err != nil {
-		t.Fatal(err)
-	}
-	w.listen()
+	w.observe(srv)
 
 	// Every path through the worker once before the baseline, so that what it sets up lazily is there.
 	media := t.TempDir()
