@@ -185,12 +185,8 @@ func TestInvalidBucketName(t *testing.T) {
 // TestCancelledPutLeavesNoChunks checks that an upload abandoned mid-way (a job killed at drain)
 // does not leave its chunks in the bucket's stream for good.
 func TestCancelledPutLeavesNoChunks(t *testing.T) {
-	js := newJetStream(t)
-	s := newStore(t, js, natsobj.DefaultConfig())
+	js, s := mediaStore(t)
 	ctx := t.Context()
-	if err := s.EnsureBucket(ctx, "media"); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Put(ctx, "media", "kept", strings.NewReader("v"), 1, "text/plain"); err != nil {
 		t.Fatal(err)
 	}
@@ -220,12 +216,8 @@ func TestCancelledPutLeavesNoChunks(t *testing.T) {
 
 // TestGetCleansUp checks that Get leaves neither consumers on the server nor goroutines behind.
 func TestGetCleansUp(t *testing.T) {
-	js := newJetStream(t)
-	s := newStore(t, js, natsobj.DefaultConfig())
+	js, s := mediaStore(t)
 	ctx := t.Context()
-	if err := s.EnsureBucket(ctx, "media"); err != nil {
-		t.Fatal(err)
-	}
 	const size = 1 << 20
 	if err := s.Put(ctx, "media", "k", io.LimitReader(zeros{}, size), size, "application/octet-stream"); err != nil {
 		t.Fatal(err)
@@ -356,4 +348,15 @@ func TestOutage(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("calls with NATS down took %s, past the caller's deadline", took)
 	}
+}
+
+// mediaStore is a store on a fresh in-process JetStream server with the bucket "media" in place.
+func mediaStore(t *testing.T) (jetstream.JetStream, *natsobj.Store) {
+	t.Helper()
+	js := newJetStream(t)
+	s := newStore(t, js, natsobj.DefaultConfig())
+	if err := s.EnsureBucket(t.Context(), "media"); err != nil {
+		t.Fatal(err)
+	}
+	return js, s
 }
