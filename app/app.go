@@ -236,9 +236,10 @@ func OpenStore(ctx context.Context, cfg Config, js jetstream.JetStream) (objstor
 // Run serves HTTP and processes jobs until ctx ends, then drains and returns.
 func (a *App) Run(ctx context.Context) error {
 	httpErr := make(chan error, 1)
-	if a.http != nil {
+	if srv, ln := a.http, a.httpLn; srv != nil {
+		// The goroutine keeps its own references: Close clears a.http, possibly before Serve starts.
 		go func() {
-			if err := a.http.Serve(a.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				httpErr <- err
 			}
 		}()
