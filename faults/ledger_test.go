@@ -1,0 +1,354 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ---------------------------------------------------------------------------------------------------
+// What the API sees.
+
+// ledger records what the worker tells the API. The durable record is the responses stream (what an
+// API consuming it sees: publishes are deduplicated by Nats-Msg-Id there); "wire" counts what a plain
+// core-NATS subscriber saw, which may include a republished duplicate after a crash.
+type ledger struct {
+	t  *testing.T
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu        sync.Mutex
+	wire      map[string]int
+	respNext  uint64
+	responses map[string][]contracts.Response
+	viruses   map[string][]contracts.VirusEvent
+	dlqNext   uint64
+	dlq       []deadLetter
+}
+
+type deadLetter struct {
+	seq    uint64
+	data   []byte
+	header nats.Header
+}
+
+// newLedger connects to urls (comma-separated) and keeps reconnecting for as long as the test runs.
+func newLedger(t *testing.T, urls string) *ledger {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.Name("faults:"+t.Name()), nats.MaxReconnects(-1),
+		nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(false))
+	if err != nil {
+		t.Fatalf("connecting to nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{t: t, nc: nc, js: js, wire: map[string]int{}, respNext: 1, dlqNext: 1,
+		responses: map[string][]contracts.Response{}, viruses: map[string][]contracts.VirusEvent{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("NATS state at failure:\n%s", l.state())
+		}
+	})
+	if _, err := nc.Subscribe(streams.Subjects().Response, func(m *nats.Msg) {
+		var r contracts.Response
+		_ = json.Unmarshal(m.Data, &r)
+		l.mu.Lock()
+		l.wire[r.MediaID]++
+		l.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// sync reads what was added to the responses and DLQ streams since the last call.
+func (l *ledger) sync() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := readStream(ctx, l.js, l.nc, streams.ResponsesStream(), &l.respNext, func(m *jetstream.RawStreamMsg) error {
+		if m.Subject == streams.Subjects().Virus {
+			if err := contracts.ValidateJSON(contracts.SchemaVirusEvent, m.Data); err != nil {
+				l.t.Errorf("virus event does not match its schema: %v\n%s", err, m.Data)
+			}
+			var v contracts.VirusEvent
+			_ = json.Unmarshal(m.Data, &v)
+			l.viruses[v.MediaID] = append(l.viruses[v.MediaID], v)
+			return nil
+		}
+		if err := contracts.ValidateJSON(contracts.SchemaResponse, m.Data); err != nil {
+			l.t.Errorf("response does not match its schema: %v\n%s", err, m.Data)
+		}
+		var r contracts.Response
+		_ = json.Unmarshal(m.Data, &r)
+		l.responses[r.MediaID] = append(l.responses[r.MediaID], r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return readStream(ctx, l.js, l.nc, streams.DLQStream(), &l.dlqNext, func(m *jetstream.RawStreamMsg) error {
+		l.dlq = append(l.dlq, deadLetter{seq: m.Sequence, data: m.Data, header: m.Header})
+		return nil
+	})
+}
+
+// readStream reads messages next..LastSeq of a stream and advances next.
+func readStream(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, name string, next *uint64, fn func(*jetstream.RawStreamMsg) error) error {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s info: %w", name, err)
+	}
+	for ; *next <= info.State.LastSeq; *next++ {
+		m, err := leaderGet(ctx, nc, name, *next)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted (a replayed dead letter)
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s #%d: %w", name, *next, err)
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaderGet fetches one message through the stream leader. The streams allow direct gets, which any
+// replica may answer, and a replica that lags a moment after a leader change answers "not found" for a
+// message that exists: a ledger that skipped it would report a lost response that was not lost.
+func leaderGet(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(map[string]uint64{"seq": seq})
+	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("decoding the message get response: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == 10037 { // JSNoMessageFoundErr
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, fmt.Errorf("getting %s #%d: %s (%d)", stream, seq, resp.Error.Description, resp.Error.ErrCode)
+	}
+	if resp.Message == nil {
+		return nil, fmt.Errorf("getting %s #%d: empty response", stream, seq)
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Seq, Data: resp.Message.Data, Time: resp.Message.Time}
+	if len(resp.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err != nil {
+			return nil, fmt.Errorf("decoding headers of %s #%d: %w", stream, seq, err)
+		}
+		m.Header = h
+	}
+	return m, nil
+}
+
+// await waits until every id has at least one response in the stream.
+func (l *ledger) await(ids []string, timeout time.Duration) {
+	l.t.Helper()
+	testenv.Eventually(l.t, timeout, func() error {
+		if err := l.sync(); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		missing := 0
+		for _, id := range ids {
+			if len(l.responses[id]) == 0 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d requests have no response yet", missing, len(ids))
+		}
+		return nil
+	})
+}
+
+// awaitDLQ waits until the DLQ holds at least n dead letters.
+func (l *ledger) awaitDLQ(n int, timeout time.Duration) {
+	l.t.Helper()
+	testenv.Eventually(l.t, timeout, func() error {
+		if err := l.sync(); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.dlq) < n {
+			return fmt.Errorf("dlq holds %d of %d dead letters", len(l.dlq), n)
+		}
+		return nil
+	})
+}
+
+// one returns the single response of id, failing the test if there is not exactly one in the stream.
+func (l *ledger) one(id string) contracts.Response {
+	l.t.Helper()
+	if err := l.sync(); err != nil {
+		l.t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rs := l.responses[id]
+	if len(rs) != 1 {
+		l.t.Fatalf("%s: %d responses in the stream, want exactly 1: %+v", id, len(rs), rs)
+	}
+	return rs[0]
+}
+
+func (l *ledger) count(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.responses[id])
+}
+
+func (l *ledger) wireCount(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wire[id]
+}
+
+func (l *ledger) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, rs := range l.responses {
+		n += len(rs)
+	}
+	return n
+}
+
+func (l *ledger) deadLetters() []deadLetter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]deadLetter(nil), l.dlq...)
+}
+
+// consumer returns the shared durable's info.
+func (l *ledger) consumer() *jetstream.ConsumerInfo {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := l.js.Consumer(ctx, streams.RequestsStream(), streams.Durable)
+	if err != nil {
+		l.t.Fatalf("looking up the consumer: %v", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		l.t.Fatalf("consumer info: %v", err)
+	}
+	return info
+}
+
+// awaitEmptyQueue waits until the work queue holds nothing and nothing is pending an ack: every
+// request was settled and removed.
+func (l *ledger) awaitEmptyQueue(timeout time.Duration) {
+	l.t.Helper()
+	testenv.Eventually(l.t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := l.js.Stream(ctx, streams.RequestsStream())
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 0 {
+			return fmt.Errorf("work queue holds %d requests", info.State.Msgs)
+		}
+		return nil
+	})
+}
+
+func (l *ledger) responsesOf(id string) []contracts.Response {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]contracts.Response(nil), l.responses[id]...)
+}
+
+// health returns the worker's /health JSON (jobs per pool, held messages, consumer counts), for
+// failure messages.
+
+func (l *ledger) state() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, name := range []string{streams.RequestsStream(), streams.ResponsesStream(), streams.DLQStream(), streams.AdvisoryStream()} {
+		s, err := l.js.Stream(ctx, name)
+		if err != nil {
+			fmt.Fprintf(&b, "  stream %s: %v\n", name, err)
+			continue
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "  stream %s: %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "  stream %s: %d msgs, seq %d..%d, deleted %d", name, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, info.State.NumDeleted)
+		if info.Cluster != nil {
+			fmt.Fprintf(&b, ", leader %s", info.Cluster.Leader)
+		}
+		b.WriteString("\n")
+		if name == streams.RequestsStream() && info.State.Msgs > 0 && info.State.Msgs < 20 {
+			for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+				if m, err := s.GetMsg(ctx, seq); err == nil {
+					fmt.Fprintf(&b, "    #%d %s\n", seq, m.Data)
+				}
+			}
+		}
+	}
+	c, err := l.js.Consumer(ctx, streams.RequestsStream(), streams.Durable)
+	if err != nil {
+		fmt.Fprintf(&b, "  consumer: %v\n", err)
+		return b.String()
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		fmt.Fprintf(&b, "  consumer: %v\n", err)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "  consumer: delivered %d (stream %d), ack floor %d (stream %d), pending %d, ack pending %d, redelivered %d, waiting pulls %d\n",
+		info.Delivered.Consumer, info.Delivered.Stream, info.AckFloor.Consumer, info.AckFloor.Stream,
+		info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting)
+	return b.String()
+}
