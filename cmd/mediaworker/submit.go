@@ -68,15 +68,31 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	subj := contracts.SubjectsFor(cfg.Streams.App)
 	w := newWaiter(stdout, stderr)
 	if wait {
-		// Subscribe before publishing, so no response can slip past.
+		// Subscribe before publishing, so no response can slip past. Both subjects feed one channel
+		// read by one goroutine: the worker publishes a virus event before its failure response, and
+		// only a shared, ordered queue keeps it that way here (two async subscriptions each have their
+		// own goroutine, so the response could settle the mediaId first and the event be dropped).
+		events := make(chan *nats.Msg, 256)
 		for _, s := range []string{subj.Response, subj.Virus} {
-			sub, err := nc.Subscribe(s, w.onMsg)
+			sub, err := nc.ChanSubscribe(s, events)
 			if err != nil {
 				fmt.Fprintf(stderr, "mediaworker submit: subscribing to %s: %v\n", s, err)
 				return exitFailure
 			}
 			defer sub.Unsubscribe()
 		}
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case m := <-events:
+					w.onMsg(m)
+				case <-stop:
+					return
+				}
+			}
+		}()
 		sub, err := nc.Subscribe(subj.ProgressWildcard(), w.onProgress)
 		if err != nil {
 			fmt.Fprintf(stderr, "mediaworker submit: subscribing to progress: %v\n", err)
