@@ -21,6 +21,7 @@ fuzz:
 	go test ./contracts -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime 60s
 	go test ./contracts -run '^$$' -fuzz '^FuzzOutputKeys$$' -fuzztime 60s
 	go test ./scanner -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 60s
+	go test ./transcoder -run '^$$' -fuzz '^FuzzParseMoov$$' -fuzztime 60s
 
 # Benchmarks against the raw tools; writes bench/RESULTS.md (about 15 minutes on 2 cores).
 bench:

@@ -285,10 +285,10 @@ func (n noopImages) Transform(_ context.Context, _, outDir string) (transcoder.I
 
 type noopVideos struct{}
 
-func (noopVideos) Probe(context.Context, string) (transcoder.VideoInfo, error) {
-	return transcoder.VideoInfo{}, fmt.Errorf("no videos in this benchmark")
+func (noopVideos) Probe(context.Context, string) (*transcoder.VideoProbe, error) {
+	return nil, fmt.Errorf("no videos in this benchmark")
 }
 
-func (noopVideos) Transform(context.Context, string, string) (transcoder.VideoResult, error) {
+func (noopVideos) TransformProbed(context.Context, *transcoder.VideoProbe, string) (transcoder.VideoResult, error) {
 	return transcoder.VideoResult{}, fmt.Errorf("no videos in this benchmark")
 }

@@ -30,8 +30,10 @@ type ImageTransformer interface {
 
 // VideoTransformer turns one video into an MP4, a poster and optionally HLS.
 type VideoTransformer interface {
-	Probe(ctx context.Context, path string) (transcoder.VideoInfo, error)
-	Transform(ctx context.Context, srcPath, outDir string) (transcoder.VideoResult, error)
+	// Probe describes the upload (and refuses it if it is not a video within the limits) before a
+	// slot is taken; TransformProbed reuses what it learned.
+	Probe(ctx context.Context, path string) (*transcoder.VideoProbe, error)
+	TransformProbed(ctx context.Context, probe *transcoder.VideoProbe, outDir string) (transcoder.VideoResult, error)
 }
 
 // Limiter hands out per-media-kind slots, so a full video pool never stalls images.
@@ -158,6 +160,7 @@ type job struct {
 	info    objstore.Info
 	mime    string
 	kind    MediaKind
+	probe   *transcoder.VideoProbe // a video's description, from detection
 	release func()
 	scanned chan scanResult // clamd's verdict on the downloaded bytes
 	outs    []output        // files the transform made, uploaded by the next step
@@ -484,14 +487,15 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return nil
 	}
 	// A video's deadline follows its length, so a stuck encoder is killed in minutes, not at the cap.
-	info, err := p.videos.Probe(ctx, j.input)
+	probe, err := p.videos.Probe(ctx, j.input)
 	if err != nil {
 		if transcoder.IsBadInput(err) {
 			return permanent("probing", err)
 		}
 		return transient("probing", err)
 	}
-	limit := p.cfg.VideoTimeoutBase + time.Duration(info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
+	j.probe = probe
+	limit := p.cfg.VideoTimeoutBase + time.Duration(probe.Info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
 	if limit < p.cfg.JobTimeout {
 		parent := j.ctx
 		var cancel context.CancelFunc
@@ -569,7 +573,7 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 }
 
 func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([]output, error) {
-	res, err := p.videos.Transform(ctx, j.input, outDir)
+	res, err := p.videos.TransformProbed(ctx, j.probe, outDir)
 	if err != nil {
 		return nil, err
 	}

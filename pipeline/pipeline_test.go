@@ -145,11 +145,11 @@ func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder
 
 type fakeVideos struct{}
 
-func (fakeVideos) Probe(ctx context.Context, path string) (transcoder.VideoInfo, error) {
-	return transcoder.VideoInfo{Duration: 1}, nil
+func (fakeVideos) Probe(ctx context.Context, path string) (*transcoder.VideoProbe, error) {
+	return &transcoder.VideoProbe{Info: transcoder.VideoInfo{Duration: 1}}, nil
 }
 
-func (fakeVideos) Transform(ctx context.Context, src, out string) (transcoder.VideoResult, error) {
+func (fakeVideos) TransformProbed(ctx context.Context, probe *transcoder.VideoProbe, out string) (transcoder.VideoResult, error) {
 	return transcoder.VideoResult{}, errors.New("not used")
 }
 

@@ -223,17 +223,50 @@ func NewVideos(cfg VideoConfig) (*Videos, error) {
 	return v, nil
 }
 
+// VideoProbe is what Probe learned about an upload: its description, plus what Transform needs to
+// encode it, tied to the file it describes. Handing it to TransformProbed saves probing twice (an
+// ffprobe run costs about 100 ms, most of it loading ffmpeg's libraries).
+type VideoProbe struct {
+	Info VideoInfo
+
+	p     probed
+	path  string // absolute
+	size  int64
+	mtime time.Time
+}
+
 // Probe describes the video at path and checks it against the limits: an unreadable or unsupported
 // file, one without a video stream, or one over the duration or frame size limit is bad input.
-func (v *Videos) Probe(ctx context.Context, path string) (VideoInfo, error) {
-	p, err := v.probe(ctx, path)
+func (v *Videos) Probe(ctx context.Context, path string) (*VideoProbe, error) {
+	src, st, err := regularFile(path)
 	if err != nil {
-		return VideoInfo{}, err
+		return nil, err
+	}
+	p, err := v.probe(ctx, src)
+	if err != nil {
+		return nil, err
 	}
 	if err := v.checkLimits(p); err != nil {
-		return VideoInfo{}, err
+		return nil, err
 	}
-	return p.info, nil
+	return &VideoProbe{Info: p.info, p: p, path: src, size: st.Size(), mtime: st.ModTime()}, nil
+}
+
+// regularFile returns path made absolute and its file info; anything but a regular file is an
+// internal error (the worker downloaded it; an upload cannot choose its type).
+func regularFile(path string) (string, os.FileInfo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", nil, internal("opening video", err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", nil, internal("opening video", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", nil, internal("opening video", fmt.Errorf("%s is not a regular file", abs))
+	}
+	return abs, st, nil
 }
 
 // Transform writes outDir/video.mp4 (H.264/AAC, fast start, at most MaxHeight on the short edge),
@@ -242,27 +275,39 @@ func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoRe
 	if err := ctx.Err(); err != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
 	}
-	src, err := filepath.Abs(srcPath)
+	pr, err := v.Probe(ctx, srcPath)
 	if err != nil {
-		return VideoResult{}, internal("opening video", err)
+		return VideoResult{}, err
 	}
-	if st, err := os.Stat(src); err != nil {
-		return VideoResult{}, internal("opening video", err)
-	} else if !st.Mode().IsRegular() {
-		return VideoResult{}, internal("opening video", fmt.Errorf("%s is not a regular file", src))
+	return v.TransformProbed(ctx, pr, outDir)
+}
+
+// TransformProbed is Transform for a file Probe has already described. Should the file have changed
+// since (size or modification time), it is probed again.
+//
+// One ffmpeg run writes the MP4 and, when it re-encodes, the poster too (a second output fed from the
+// frames it decodes anyway, so the poster costs one JPEG encode). A remux decodes nothing, so its
+// poster is a separate run from the new MP4, side by side with the ffprobe that checks it.
+func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir string) (VideoResult, error) {
+	if err := ctx.Err(); err != nil {
+		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
+	}
+	src, st, err := regularFile(pr.path)
+	if err != nil {
+		return VideoResult{}, err
+	}
+	if st.Size() != pr.size || !st.ModTime().Equal(pr.mtime) {
+		if pr, err = v.Probe(ctx, src); err != nil {
+			return VideoResult{}, err
+		}
 	}
 	if outDir, err = filepath.Abs(outDir); err != nil {
 		return VideoResult{}, internal("opening output directory", err)
 	}
-
-	p, err := v.probe(ctx, src)
-	if err != nil {
-		return VideoResult{}, err
-	}
-	if err := v.checkLimits(p); err != nil {
-		return VideoResult{}, err
-	}
+	p := pr.p
 	res := VideoResult{Source: p.info, MP4Path: filepath.Join(outDir, mp4Name)}
+	posterPath := filepath.Join(outDir, posterName)
+	posterAt := posterTime(p.info.Duration)
 
 	if v.canRemux(p) {
 		// Stream copy; should the input surprise ffmpeg, encode it after all.
@@ -271,26 +316,52 @@ func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoRe
 			return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
 		}
 	}
-	if !res.Remuxed {
-		if err := v.encode(ctx, src, p, outDir, res.MP4Path); err != nil {
+	var out VideoInfo
+	if res.Remuxed {
+		// The copied streams are the upload's, so ffprobe checks the result; the poster is made at
+		// the same time (two processes, mostly waiting on their own start-up).
+		posterDone := make(chan struct{})
+		go func() {
+			defer close(posterDone)
+			res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, posterAt, outDir)
+		}()
+		po, perr := v.probe(ctx, res.MP4Path)
+		<-posterDone
+		if perr != nil {
+			if ctx.Err() != nil {
+				return VideoResult{}, perr
+			}
+			return VideoResult{}, internal("probing the remuxed video", perr)
+		}
+		out = po.info
+	} else {
+		err := v.encode(ctx, src, p, outDir, res.MP4Path, posterPath, posterAt)
+		if errors.Is(err, errPosterOutput) {
+			os.Remove(posterPath)
+			err = v.encode(ctx, src, p, outDir, res.MP4Path, "", 0)
+		}
+		if err != nil {
 			return VideoResult{}, err
 		}
-	}
-	out, err := v.probe(ctx, res.MP4Path)
-	if err != nil {
-		if ctx.Err() != nil {
-			return VideoResult{}, err
+		// Our own encoder's output: its header is read here, without another ffprobe run.
+		if out, err = readMP4Info(res.MP4Path); err != nil {
+			return VideoResult{}, internal("reading the encoded video", err)
 		}
-		return VideoResult{}, internal("probing the encoded video", err)
+		if st, err := os.Stat(posterPath); err == nil && st.Size() > 0 {
+			res.PosterPath = posterPath
+		} else {
+			// Encoded without the poster output, or no frame at or after the poster time reached it
+			// (a container that overstates its duration): take it from the MP4 (poster falls back to
+			// the first frame).
+			res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, posterAt, outDir)
+		}
 	}
-	res.MP4 = out.info
-	if err := v.checkOutput(res.MP4Path, p.info, out.info); err != nil {
-		return VideoResult{}, err
-	}
-
-	res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, out.info.Duration, outDir)
 	if ctx.Err() != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
+	}
+	res.MP4 = out
+	if err := v.checkOutput(res.MP4Path, p.info, out); err != nil {
+		return VideoResult{}, err
 	}
 
 	if v.cfg.HLS {
@@ -300,6 +371,12 @@ func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoRe
 		}
 	}
 	return res, nil
+}
+
+// posterTime is where the poster is taken: 10% into the video or 1 s, whichever is earlier (past a
+// fade-in, before the content moves on), 0 when the container does not say how long it is.
+func posterTime(duration float64) float64 {
+	return math.Min(0.1*duration, 1)
 }
 
 // probed is ffprobe's view of a file: the public description plus what the encode needs.
@@ -447,21 +524,33 @@ func (v *Videos) checkLimits(p probed) error {
 	return nil
 }
 
-// encode runs the H.264/AAC transcode of the probed streams into mp4.
-func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 string) error {
+// encode runs the H.264/AAC transcode of the probed streams into mp4 and, from the same decoded
+// frames, writes the poster: the first frame at or after posterAt, scaled to at most posterWidth.
+func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, poster string, posterAt float64) error {
 	threads := strconv.Itoa(v.cfg.Threads)
 	args := v.inputArgs(src)
-	args = append(args, "-map", fmt.Sprintf("0:%d", p.videoStream))
+	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge. ffmpeg
+	// has already applied any rotation, so iw×ih is the displayed size. The split's second branch
+	// drops frames before posterAt and ends after one (trim's end_frame counts the frames it is
+	// given), so the poster output closes early and the encode goes on alone.
+	m := strconv.Itoa(v.cfg.MaxHeight)
+	graph := fmt.Sprintf("[0:%d]scale=w='if(gte(iw,ih),-2,min(%s,trunc(iw/2)*2))':h='if(gte(iw,ih),min(%s,trunc(ih/2)*2),-2)'",
+		p.videoStream, m, m)
+	if poster != "" {
+		graph += fmt.Sprintf(",split=2[video][p];[p]trim=start=%.3f,trim=end_frame=1,scale=w='min(%d,iw)':h=-2[poster]",
+			posterAt, posterWidth)
+	} else {
+		graph += "[video]"
+	}
+	args = append(args,
+		"-filter_threads", threads,
+		"-filter_complex", graph,
+		"-map", "[video]",
+	)
 	if p.audioStream >= 0 {
 		args = append(args, "-map", fmt.Sprintf("0:%d", p.audioStream))
 	}
-	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge. ffmpeg
-	// has already applied any rotation, so iw×ih is the displayed size.
-	m := strconv.Itoa(v.cfg.MaxHeight)
-	scale := fmt.Sprintf("scale=w='if(gte(iw,ih),-2,min(%s,trunc(iw/2)*2))':h='if(gte(iw,ih),min(%s,trunc(ih/2)*2),-2)'", m, m)
 	args = append(args,
-		"-filter_threads", threads,
-		"-vf", scale,
 		"-c:v", "libx264", "-preset", v.cfg.Preset, "-crf", strconv.Itoa(v.cfg.CRF),
 		"-pix_fmt", "yuv420p", "-profile:v", "high",
 		"-threads", threads,
@@ -483,15 +572,32 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 s
 		"-movflags", "+faststart",
 		"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
 		"-f", "mp4", "-y", "file:"+mp4,
-		// Machine-readable progress on stdout, for the job's progress events.
-		"-progress", "pipe:1", "-nostats",
 	)
+	if poster != "" {
+		// One frame: no encoder threads (mjpeg's frame threads would each allocate a context).
+		args = append(args, "-map", "[poster]", "-frames:v", "1", "-q:v", "3", "-threads", "1",
+			"-f", "image2", "-update", "1", "-y", "file:"+poster)
+	}
+	// Machine-readable progress on stdout, for the job's progress events.
+	args = append(args, "-progress", "pipe:1", "-nostats")
 	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
 	if err := v.run(ctx, outDir, v.ffmpeg, args, pw, v.cfg.MaxCPUTime); err != nil {
+		var te *toolError
+		if poster != "" && ctx.Err() == nil && errors.As(err, &te) && te.signal == 0 && posterOutputFailed.MatchString(te.stderr) {
+			return errPosterOutput
+		}
 		return v.classifyFFmpeg(ctx, "transcoding video", err)
 	}
 	return nil
 }
+
+// errPosterOutput says the encode failed setting up its poster output, not its MP4: TransformProbed
+// encodes again without it, so the poster never fails a video (and a real problem with the input,
+// such as one that needs more memory than the limit, is reported by the MP4 encode as usual).
+var errPosterOutput = errors.New("the poster output failed")
+
+// posterOutputFailed matches ffmpeg's errors about the streams of output file 1, the poster.
+var posterOutputFailed = regexp.MustCompile(`output stream #?1:\d`)
 
 // canRemux says whether the input already is what encode would make, so its streams can be copied.
 func (v *Videos) canRemux(p probed) bool {
@@ -555,13 +661,17 @@ func (v *Videos) checkOutput(mp4 string, src, out VideoInfo) error {
 	return nil
 }
 
-// poster writes outDir/poster.jpg from the encoded MP4 (already upright, scaled and known to decode):
-// a frame from 10% into the video or 1 s, whichever is earlier, falling back to the first frame.
-func (v *Videos) poster(ctx context.Context, mp4 string, duration float64, outDir string) (string, error) {
+// poster writes outDir/poster.jpg from the MP4 (already upright, scaled and known to decode): the
+// frame at `at` seconds (seeking in the input to the key frame before, then decoding up to it),
+// falling back to the first frame.
+func (v *Videos) poster(ctx context.Context, mp4 string, at float64, outDir string) (string, error) {
 	path := filepath.Join(outDir, posterName)
-	at := math.Min(0.1*duration, 1)
 	var err error
-	for _, seek := range []float64{at, 0} {
+	seeks := []float64{at, 0}
+	if at == 0 {
+		seeks = seeks[1:]
+	}
+	for _, seek := range seeks {
 		args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
 			"-max_alloc", strconv.Itoa(maxAllocBytes), "-threads", strconv.Itoa(v.cfg.Threads),
 			"-protocol_whitelist", "file", "-format_whitelist", inputFormats}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image/jpeg"
 	"math"
 	"os"
 	"os/exec"
@@ -61,8 +62,13 @@ func checkMP4(t *testing.T, res transcoder.VideoResult, outDir string, wantW, wa
 		t.Errorf("top-level atoms %v: want moov before mdat (fast start)", atoms)
 	}
 	m := res.MP4
-	if m.Width != wantW || m.Height != wantH || m.VideoCodec != "h264" || m.Container != "mp4" || m.HasAudio != wantAudio {
+	if m.Width != wantW || m.Height != wantH || m.VideoCodec != "h264" || m.Container != "mp4" || m.HasAudio != wantAudio ||
+		(wantAudio && m.AudioCodec != "aac") {
 		t.Errorf("result describes the MP4 as %+v", m)
+	}
+	// The duration is read from the MP4's header for encodes, and must agree with ffprobe's.
+	if math.Abs(m.Duration-p.Duration) > 0.05 {
+		t.Errorf("result says the MP4 lasts %.3f s, ffprobe says %.3f s", m.Duration, p.Duration)
 	}
 	return p
 }
@@ -277,7 +283,11 @@ func TestVideoLimits(t *testing.T) {
 		t.Errorf("output limit: got %v", err)
 	}
 
-	info, err := newVideos(t, transcoder.DefaultVideoConfig()).Probe(context.Background(), src)
+	pr, err := newVideos(t, transcoder.DefaultVideoConfig()).Probe(context.Background(), src)
+	var info transcoder.VideoInfo
+	if pr != nil {
+		info = pr.Info
+	}
 	if err != nil || info.Width != 320 || info.Height != 240 || info.VideoCodec != "h264" || info.HasAudio ||
 		math.Abs(info.Duration-3) > 0.1 {
 		t.Errorf("Probe = %+v, %v", info, err)
@@ -454,4 +464,85 @@ func TestVideoConfigValidate(t *testing.T) {
 	if _, err := transcoder.NewVideos(c); err == nil {
 		t.Error("NewVideos accepted a missing ffmpeg")
 	}
+}
+
+// TestVideoPosterTime: the poster is the frame at 10% of the video (here 0.3 s), not the first one,
+// whether the video is re-encoded (the poster comes from the encode's own frames) or remuxed (a
+// separate run seeks in the new MP4). The clip is black for its first 0.15 s and white after.
+func TestVideoPosterTime(t *testing.T) {
+	testenv.RequireBinary(t, "ffmpeg")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "fade.mp4")
+	cmd := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error",
+		"-f", "lavfi", "-i", "color=c=black:s=320x240:r=10:d=3,format=yuv420p,geq=lum='if(lt(T,0.15),16,235)':cb=128:cr=128",
+		"-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-y", src)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("making the clip: %v\n%s", err, out)
+	}
+	for _, remux := range []bool{false, true} {
+		t.Run(fmt.Sprintf("remux=%v", remux), func(t *testing.T) {
+			cfg := transcoder.DefaultVideoConfig()
+			cfg.Remux = remux
+			out := t.TempDir()
+			res, err := newVideos(t, cfg).Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Remuxed != remux {
+				t.Fatalf("Remuxed = %v, want %v", res.Remuxed, remux)
+			}
+			checkPoster(t, res, out, 320, 240)
+			if l := meanLuma(t, res.PosterPath); l < 200 {
+				t.Errorf("poster mean luma %.0f: the first (black) frame, not the one at 0.3 s (white)", l)
+			}
+		})
+	}
+}
+
+// TestTransformProbedReprobesAChangedFile: a probe describes one file; if the file changed since,
+// TransformProbed does not trust it.
+func TestTransformProbedReprobesAChangedFile(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	src := testenv.MakeVideo(t, dir, "a.mov", testenv.VideoOpts{Width: 320, Height: 240})
+	pr, err := v.Probe(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testenv.MakeVideo(t, dir, "b.mov", testenv.VideoOpts{Width: 160, Height: 120, Seconds: 2})
+	if err := os.Rename(other, src); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	res, err := v.TransformProbed(context.Background(), pr, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Source.Width != 160 || res.MP4.Width != 160 {
+		t.Errorf("source %+v, mp4 %+v: want the new 160×120 file", res.Source, res.MP4)
+	}
+}
+
+// meanLuma is the average brightness (0-255) of a JPEG.
+func meanLuma(t *testing.T, path string) float64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := jpeg.Decode(f)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	var sum, n float64
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 4 {
+		for x := b.Min.X; x < b.Max.X; x += 4 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			sum += (0.299*float64(r) + 0.587*float64(g) + 0.114*float64(bl)) / 257
+			n++
+		}
+	}
+	return sum / n
 }
