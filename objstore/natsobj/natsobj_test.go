@@ -360,3 +360,51 @@ func mediaStore(t *testing.T) (jetstream.JetStream, *natsobj.Store) {
 	}
 	return js, s
 }
+
+// TestGetChecksWhatItReads: whether an object is read with one direct get (one chunk) or through a
+// consumer (several), chunk data that does not match the recorded digest, or that is gone, is an
+// error, never a silent short or wrong read.
+func TestGetChecksWhatItReads(t *testing.T) {
+	js, s := mediaStore(t)
+	ctx := t.Context()
+	stream, err := js.Stream(ctx, "OBJ_media")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1000, 300 << 10} { // one chunk; three chunks of 128 KiB
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			key := fmt.Sprintf("k%d", size)
+			data := bytes.Repeat([]byte("x"), size)
+			if err := s.Put(ctx, "media", key, bytes.NewReader(data), int64(size), "text/plain"); err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if n, err := s.Get(ctx, "media", key, &got); err != nil || n != int64(size) || !bytes.Equal(got.Bytes(), data) {
+				t.Fatalf("Get = %d, %v (same bytes: %v)", n, err, bytes.Equal(got.Bytes(), data))
+			}
+			// Find the chunk subject from the last chunk message and replace that message's data.
+			last, err := stream.GetLastMsgForSubject(ctx, "$O.media.C.>")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tampered := bytes.Repeat([]byte("y"), len(last.Data))
+			if _, err := js.Publish(ctx, last.Subject, tampered); err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.DeleteMsg(ctx, last.Sequence); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, "media", key, io.Discard); err == nil || !strings.Contains(err.Error(), "digest") {
+				t.Errorf("Get of tampered data: %v, want a digest error", err)
+			}
+			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(last.Subject)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, "media", key, io.Discard); err == nil {
+				t.Error("Get of an object whose data is gone succeeded")
+			} else {
+				t.Logf("data gone: %v", err)
+			}
+		})
+	}
+}
