@@ -519,10 +519,9 @@ func (p *Pipeline) acquire(ctx context.Context, j *job) error {
 }
 
 func (p *Pipeline) transform(ctx context.Context, j *job) error {
-	outDir := filepath.Join(j.dir, "out")
-	if err := os.Mkdir(outDir, 0o700); err != nil {
-		return transient("transforming", err)
-	}
+	// The outputs go next to the input: the transformers use fixed names that cannot be "input", and
+	// a directory less per job is a mkdir and rmdir less (measurable at hundreds of jobs a second).
+	outDir := j.dir
 	var (
 		outs []output
 		err  error
