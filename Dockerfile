@@ -15,6 +15,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends libvips42 ffmpe
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home /var/lib/mediaworker --create-home mediaworker
 COPY --from=build /out/mediaworker /usr/local/bin/mediaworker
+# The worker loads libvips at its first image, not at start: make a missing library fail the build.
+RUN ["mediaworker", "version"]
 USER mediaworker
 WORKDIR /var/lib/mediaworker
 ENV MW_DATA_DIR=/var/lib/mediaworker/data MW_TMP_DIR=/var/lib/mediaworker/tmp \

@@ -12,6 +12,6 @@
 // group that is killed when the context ends. See DESIGN.md, "Untrusted input", and SECURITY.md.
 //
 // libvips puts any temporary files under TMPDIR, which is process-global: the worker exports its
-// --tmp-dir as TMPDIR at start, before the first NewImages. ffmpeg and ffprobe run with the job's
+// --tmp-dir as TMPDIR at start, before the first image loads libvips. ffmpeg and ffprobe run with the job's
 // directory as their working directory and write only the fixed names documented on Transform.
 package transcoder

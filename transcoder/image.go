@@ -90,15 +90,24 @@ type Images struct {
 	heif chan struct{} // one HEIC decode at a time
 }
 
-// NewImages checks cfg and starts libvips (once per process).
+// NewImages checks cfg. libvips is loaded and started by the first Transform (see package vips for
+// why), or by Preload.
 func NewImages(cfg ImageConfig) (*Images, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("validating image config: %w", err)
 	}
-	if err := vips.Init(); err != nil {
-		return nil, err
-	}
 	return &Images{cfg: cfg, heif: make(chan struct{}, 1)}, nil
+}
+
+// LibvipsVersion loads libvips if need be and returns its version, e.g. "8.14.1".
+func LibvipsVersion() (string, error) { return vips.Version() }
+
+// Preload loads and starts libvips now rather than at the first image (once per process).
+func (im *Images) Preload() error {
+	if err := vips.Init(); err != nil {
+		return internal("starting libvips", err)
+	}
+	return nil
 }
 
 // Transform writes outDir/high.webp, outDir/medium.webp and outDir/low.webp from srcPath.
@@ -123,6 +132,9 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		return ImageResult{}, internal("opening image", fmt.Errorf("%s is not a regular file", srcPath))
 	}
 
+	if err := im.Preload(); err != nil { // once; a broken install is our fault, not the image's
+		return ImageResult{}, err
+	}
 	hdr, err := vips.ReadHeader(srcPath)
 	if errors.Is(err, vips.ErrUnknownFormat) {
 		return ImageResult{}, badInput("unsupported image format", err)

@@ -8,13 +8,15 @@ import (
 	"runtime"
 	"runtime/debug"
 	"time"
+
+	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 // version is set at build time: -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
 func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("version", "Print the version of mediaworker and the Go runtime.", "")
+	c := newCommand("version", "Print the version of mediaworker, the Go runtime and libvips (which the worker loads at its\nfirst image; this loads it now, so a missing or broken libvips shows here: exit 1).", "")
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
 	}
@@ -24,7 +26,13 @@ func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) int 
 			v = bi.Main.Version
 		}
 	}
-	fmt.Fprintf(stdout, "mediaworker %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	lib, err := transcoder.LibvipsVersion()
+	if err != nil {
+		fmt.Fprintf(stdout, "mediaworker %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(stderr, "mediaworker version: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "mediaworker %s (%s, %s/%s, libvips %s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH, lib)
 	return exitOK
 }
 

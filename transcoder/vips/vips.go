@@ -17,14 +17,57 @@
 // running at once, a message can therefore lose its text (another job cleared it) or carry a
 // neighbour's: the text is for people only. Callers classify failures by the step that failed
 // (header, decode, resize, encode), never by parsing the message.
+//
+// libvips is loaded with dlopen at the first Init, not linked: its 130 dependencies (poppler, librsvg,
+// OpenEXR, x265, gnutls, ...) add about 30 MB of mapped libraries to a process's RSS and tens of
+// milliseconds to its start, which an idle worker, or one that only ever sees videos, never needs.
+// The binary links with --as-needed and the shim calls libvips and GLib only through the pointers
+// mw_load fills (declared with __typeof__ of the real prototypes, so the compiler still checks every
+// call), so libvips is not among the binary's NEEDED libraries; TestMain checks that it is not mapped
+// before Init.
 package vips
 
 /*
+#cgo LDFLAGS: -Wl,--as-needed
 #cgo pkg-config: vips
+#define G_DISABLE_CAST_CHECKS
+#include <dlfcn.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vips/vips.h>
+
+// Every libvips and GLib function the shim calls, reached through mw_<name> pointers.
+#define MW_SYMBOLS(X) \
+	X(vips_init) X(vips_version) X(vips_version_string) X(vips_error_clear) X(vips_error_buffer_copy) \
+	X(vips_cache_set_max) X(vips_cache_set_max_mem) X(vips_cache_set_max_files) \
+	X(vips_concurrency_set) X(vips_block_untrusted_set) X(vips_operation_block_set) \
+	X(vips_foreign_find_load) X(vips_nickname_find) X(vips_image_new_from_file) \
+	X(vips_image_get_width) X(vips_image_get_height) X(vips_image_get_page_height) \
+	X(vips_image_get_bands) X(vips_image_get_format) X(vips_image_hasalpha) \
+	X(vips_image_get_orientation) X(vips_image_get_typeof) X(vips_image_get_int) \
+	X(vips_image_get_string) X(vips_image_copy_memory) X(vips_extract_band) X(vips_min) \
+	X(vips_thumbnail) X(vips_thumbnail_image) X(vips_webpsave_buffer) \
+	X(g_object_unref) X(g_free) X(g_strlcpy) X(g_log_set_handler) \
+	X(g_type_from_name) X(g_type_class_ref) X(g_type_class_unref)
+
+#define MW_DECLARE(name) static __typeof__(name) *mw_##name;
+MW_SYMBOLS(MW_DECLARE)
+
+// libvipsName is the library's soname for the ABI the headers describe (8.x: libvips.so.42).
+#define MW_LIBVIPS "libvips.so.42"
+
+// mw_load opens libvips and fills the pointers; NULL on success, else what failed (static or
+// dlerror's buffer, not to be freed).
+static const char *mw_load(void) {
+	void *h = dlopen(MW_LIBVIPS, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return dlerror();
+	// dlsym on the handle also searches the libraries libvips depends on (GLib, GObject).
+#define MW_LOAD(name) if (!(mw_##name = dlsym(h, #name))) return "libvips lacks " #name;
+	MW_SYMBOLS(MW_LOAD)
+	return NULL;
+}
 
 static void mw_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data) {
 }
@@ -38,38 +81,41 @@ static int mw_init(int concurrency) {
 	// Large buffers straight from mmap, so they go back to the system when freed: measured on two
 	// concurrent 24 MP HEICs, peak RSS fell from 437–587 MiB to 275–351 MiB.
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-	if (VIPS_INIT("mediaworker"))
+	// VIPS_INIT's ABI check, through the pointers.
+	if (mw_vips_version(3) - mw_vips_version(5) != VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE)
+		return -2;
+	if (mw_vips_init("mediaworker"))
 		return -1;
 
 	// libvips prints warnings about the files it reads ("error in tile 0 x 360", "ignoring nclx
 	// profile") straight to stderr, outside the worker's structured log. Every failure that matters
 	// is returned as an error with libvips' message, so the warnings are dropped.
-	g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, mw_drop_log, NULL);
+	mw_g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING, mw_drop_log, NULL);
 
 	// No operation cache: every job opens different files, and a cache would keep decoded pixels
 	// and file descriptors of finished jobs alive.
-	vips_cache_set_max(0);
-	vips_cache_set_max_mem(0);
-	vips_cache_set_max_files(0);
+	mw_vips_cache_set_max(0);
+	mw_vips_cache_set_max_mem(0);
+	mw_vips_cache_set_max_files(0);
 
-	vips_concurrency_set(concurrency);
+	mw_vips_concurrency_set(concurrency);
 
 	// Block every loader, then allow the six formats the worker accepts. Blocking a class blocks its
 	// subclasses (file, buffer and source variants), and unblocking works the same way.
-	vips_block_untrusted_set(TRUE);
-	vips_operation_block_set("VipsForeignLoad", TRUE);
-	vips_operation_block_set("VipsForeignLoadJpeg", FALSE);
-	vips_operation_block_set("VipsForeignLoadPng", FALSE);
-	vips_operation_block_set("VipsForeignLoadWebp", FALSE);
-	vips_operation_block_set("VipsForeignLoadNsgif", FALSE);
-	vips_operation_block_set("VipsForeignLoadHeif", FALSE);
-	vips_operation_block_set("VipsForeignLoadTiff", FALSE);
+	mw_vips_block_untrusted_set(TRUE);
+	mw_vips_operation_block_set("VipsForeignLoad", TRUE);
+	mw_vips_operation_block_set("VipsForeignLoadJpeg", FALSE);
+	mw_vips_operation_block_set("VipsForeignLoadPng", FALSE);
+	mw_vips_operation_block_set("VipsForeignLoadWebp", FALSE);
+	mw_vips_operation_block_set("VipsForeignLoadNsgif", FALSE);
+	mw_vips_operation_block_set("VipsForeignLoadHeif", FALSE);
+	mw_vips_operation_block_set("VipsForeignLoadTiff", FALSE);
 	return 0;
 }
 
 // mw_error takes the error buffer (copy and clear in one locked step). Free with g_free.
 static char *mw_error(void) {
-	return vips_error_buffer_copy();
+	return mw_vips_error_buffer_copy();
 }
 
 typedef struct {
@@ -83,17 +129,17 @@ typedef struct {
 } mw_header;
 
 // mw_blocked reports whether the operation class named name (e.g. "VipsForeignLoadMatrixFile") is
-// blocked. vips_foreign_find_load() also returns blocked loaders; they only fail when run.
+// blocked. mw_vips_foreign_find_load() also returns blocked loaders; they only fail when run.
 static int mw_blocked(const char *name) {
-	GType type = g_type_from_name(name);
+	GType type = mw_g_type_from_name(name);
 	VipsOperationClass *class;
 	int blocked;
 
 	if (!type)
 		return 1;
-	class = VIPS_OPERATION_CLASS(g_type_class_ref(type));
+	class = (VipsOperationClass *) mw_g_type_class_ref(type);
 	blocked = (class->flags & VIPS_OPERATION_BLOCKED) != 0;
-	g_type_class_unref(class);
+	mw_g_type_class_unref(class);
 	return blocked;
 }
 
@@ -106,41 +152,40 @@ static int mw_read_header(const char *path, mw_header *h) {
 	const char *nick = NULL;
 	int pages = 1;
 
-	vips_error_clear();
-	if (!(loader = vips_foreign_find_load(path)))
+	mw_vips_error_clear();
+	if (!(loader = mw_vips_foreign_find_load(path)))
 		return 1;
 	if (mw_blocked(loader)) {
-		VipsObjectClass *class = VIPS_OBJECT_CLASS(g_type_class_ref(g_type_from_name(loader)));
-		g_strlcpy(h->loader, class->nickname, sizeof(h->loader));
-		g_type_class_unref(class);
+		const char *nickname = mw_vips_nickname_find(mw_g_type_from_name(loader));
+		mw_g_strlcpy(h->loader, nickname ? nickname : loader, sizeof(h->loader));
 		return 2;
 	}
 
-	im = vips_image_new_from_file(path,
+	im = mw_vips_image_new_from_file(path,
 		"access", VIPS_ACCESS_SEQUENTIAL,
 		"fail_on", VIPS_FAIL_ON_ERROR,
 		NULL);
 	if (!im)
 		return -1;
 
-	h->width = vips_image_get_width(im);
-	h->height = vips_image_get_page_height(im);
-	h->bands = vips_image_get_bands(im);
-	h->has_alpha = vips_image_hasalpha(im);
-	h->orientation = vips_image_get_orientation(im);
+	h->width = mw_vips_image_get_width(im);
+	h->height = mw_vips_image_get_page_height(im);
+	h->bands = mw_vips_image_get_bands(im);
+	h->has_alpha = mw_vips_image_hasalpha(im);
+	h->orientation = mw_vips_image_get_orientation(im);
 
 	// Read n-pages directly: vips_image_get_n_pages() reports 1 for counts it finds implausible,
 	// which would hide exactly the files the page limit is for.
-	if (vips_image_get_typeof(im, VIPS_META_N_PAGES) &&
-		vips_image_get_int(im, VIPS_META_N_PAGES, &pages))
+	if (mw_vips_image_get_typeof(im, VIPS_META_N_PAGES) &&
+		mw_vips_image_get_int(im, VIPS_META_N_PAGES, &pages))
 		pages = 1;
 	h->pages = pages;
 
-	if (vips_image_get_typeof(im, VIPS_META_LOADER))
-		vips_image_get_string(im, VIPS_META_LOADER, &nick);
-	g_strlcpy(h->loader, nick ? nick : loader, sizeof(h->loader));
+	if (mw_vips_image_get_typeof(im, VIPS_META_LOADER))
+		mw_vips_image_get_string(im, VIPS_META_LOADER, &nick);
+	mw_g_strlcpy(h->loader, nick ? nick : loader, sizeof(h->loader));
 
-	g_object_unref(im);
+	mw_g_object_unref(im);
 	return 0;
 }
 
@@ -150,11 +195,11 @@ static int mw_read_header(const char *path, mw_header *h) {
 static int mw_drop_opaque_alpha(VipsImage **im) {
 	VipsImage *alpha, *opaque;
 	double min, opaque_value;
-	int bands = (*im)->Bands;
+	int bands = mw_vips_image_get_bands(*im);
 
-	if (!vips_image_hasalpha(*im))
+	if (!mw_vips_image_hasalpha(*im))
 		return 0;
-	switch ((*im)->BandFmt) {
+	switch (mw_vips_image_get_format(*im)) {
 	case VIPS_FORMAT_UCHAR:
 		opaque_value = 255;
 		break;
@@ -164,18 +209,18 @@ static int mw_drop_opaque_alpha(VipsImage **im) {
 	default:
 		return 0; // thumbnails are 8-bit; leave anything unusual as it is
 	}
-	if (vips_extract_band(*im, &alpha, bands - 1, NULL))
+	if (mw_vips_extract_band(*im, &alpha, bands - 1, NULL))
 		return -1;
-	if (vips_min(alpha, &min, NULL)) {
-		g_object_unref(alpha);
+	if (mw_vips_min(alpha, &min, NULL)) {
+		mw_g_object_unref(alpha);
 		return -1;
 	}
-	g_object_unref(alpha);
+	mw_g_object_unref(alpha);
 	if (min < opaque_value)
 		return 0;
-	if (vips_extract_band(*im, &opaque, 0, "n", bands - 1, NULL))
+	if (mw_vips_extract_band(*im, &opaque, 0, "n", bands - 1, NULL))
 		return -1;
-	g_object_unref(*im);
+	mw_g_object_unref(*im);
 	*im = opaque;
 	return 0;
 }
@@ -186,18 +231,18 @@ static VipsImage *mw_thumbnail_file(const char *path, int size) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
 
-	vips_error_clear();
-	if (vips_thumbnail(path, &t, size,
+	mw_vips_error_clear();
+	if (mw_vips_thumbnail(path, &t, size,
 		"height", size,
 		"size", VIPS_SIZE_DOWN,
 		"fail_on", VIPS_FAIL_ON_ERROR,
 		"export_profile", "srgb",
 		NULL))
 		return NULL;
-	mem = vips_image_copy_memory(t);
-	g_object_unref(t);
+	mem = mw_vips_image_copy_memory(t);
+	mw_g_object_unref(t);
 	if (mem && mw_drop_opaque_alpha(&mem)) {
-		g_object_unref(mem);
+		mw_g_object_unref(mem);
 		return NULL;
 	}
 	return mem;
@@ -208,33 +253,35 @@ static VipsImage *mw_thumbnail_image(VipsImage *in, int size) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
 
-	vips_error_clear();
-	if (vips_thumbnail_image(in, &t, size,
+	mw_vips_error_clear();
+	if (mw_vips_thumbnail_image(in, &t, size,
 		"height", size,
 		"size", VIPS_SIZE_DOWN,
 		NULL))
 		return NULL;
-	mem = vips_image_copy_memory(t);
-	g_object_unref(t);
+	mem = mw_vips_image_copy_memory(t);
+	mw_g_object_unref(t);
 	return mem;
 }
 
 // mw_webp encodes in as WebP. strip=TRUE drops the ICC profile and XMP, but libvips 8.14.1 still
 // writes an EXIF chunk (measured); WebP.stripMetadata removes what is left.
 static int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len) {
-	vips_error_clear();
-	return vips_webpsave_buffer(in, buf, len,
+	mw_vips_error_clear();
+	return mw_vips_webpsave_buffer(in, buf, len,
 		"Q", q,
 		"effort", effort,
 		"strip", TRUE,
 		NULL);
 }
 
-static int mw_width(VipsImage *im) { return vips_image_get_width(im); }
-static int mw_height(VipsImage *im) { return vips_image_get_height(im); }
-static int mw_bands(VipsImage *im) { return vips_image_get_bands(im); }
-static int mw_has_alpha(VipsImage *im) { return vips_image_hasalpha(im); }
-static void mw_unref(VipsImage *im) { g_object_unref(im); }
+static int mw_width(VipsImage *im) { return mw_vips_image_get_width(im); }
+static int mw_height(VipsImage *im) { return mw_vips_image_get_height(im); }
+static int mw_bands(VipsImage *im) { return mw_vips_image_get_bands(im); }
+static int mw_has_alpha(VipsImage *im) { return mw_vips_image_hasalpha(im); }
+static void mw_unref(VipsImage *im) { mw_g_object_unref(im); }
+static void mw_gfree(void *p) { mw_g_free(p); }
+static const char *mw_version_string(void) { return mw_vips_version_string(); }
 */
 import "C"
 
@@ -260,14 +307,32 @@ var (
 	initErr  error
 )
 
-// Init starts and configures libvips once per process; later calls return the first result.
+// Init loads, starts and configures libvips once per process; later calls return the first result.
+// The first image job calls it (see the package doc for why not start-up); it takes some tens of
+// milliseconds.
 func Init() error {
 	initOnce.Do(func() {
-		if C.mw_init(C.int(Concurrency)) != 0 {
+		if msg := C.mw_load(); msg != nil {
+			initErr = fmt.Errorf("loading libvips (%s, Debian package libvips42): %s", C.MW_LIBVIPS, C.GoString(msg))
+			return
+		}
+		switch C.mw_init(C.int(Concurrency)) {
+		case 0:
+		case -2:
+			initErr = fmt.Errorf("starting libvips: %s has another ABI than the headers mediaworker was built with; rebuild it", C.MW_LIBVIPS)
+		default:
 			initErr = fmt.Errorf("starting libvips: %w", takeError())
 		}
 	})
 	return initErr
+}
+
+// Version is the loaded libvips' version, e.g. "8.14.1"; it loads libvips if need be.
+func Version() (string, error) {
+	if err := Init(); err != nil {
+		return "", err
+	}
+	return C.GoString(C.mw_version_string()), nil
 }
 
 // Trim hands memory that glibc keeps free after a job back to the system (malloc_trim), so one large
@@ -277,7 +342,7 @@ func Trim() { C.malloc_trim(0) }
 // takeError returns libvips' error buffer as an error and clears it.
 func takeError() error {
 	p := C.mw_error()
-	defer C.g_free(C.gpointer(p))
+	defer C.mw_gfree(unsafe.Pointer(p))
 	msg := strings.TrimSpace(C.GoString(p))
 	if msg == "" {
 		msg = "libvips failed without a message"
@@ -299,6 +364,9 @@ type Header struct {
 
 // ReadHeader reads path's header. It returns ErrUnknownFormat when no allowed loader accepts the file.
 func ReadHeader(path string) (Header, error) {
+	if err := Init(); err != nil {
+		return Header{}, err
+	}
 	if err := checkPath(path); err != nil {
 		return Header{}, err
 	}
@@ -354,6 +422,9 @@ func newImage(p *C.VipsImage) *Image {
 // including any ICC profile, is stripped on save), with alpha kept unless it is fully opaque. Decoding stops at the first
 // error (fail_on=error), which includes truncated files.
 func Thumbnail(path string, size int) (*Image, error) {
+	if err := Init(); err != nil {
+		return nil, err
+	}
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
@@ -397,7 +468,7 @@ func (im *Image) WebP(q, effort int) ([]byte, error) {
 	if rc != 0 {
 		return nil, takeError()
 	}
-	defer C.g_free(C.gpointer(buf))
+	defer C.mw_gfree(buf)
 	data, err := stripWebPMetadata(C.GoBytes(buf, C.int(n)))
 	if err != nil {
 		return nil, fmt.Errorf("stripping webp metadata: %w", err)

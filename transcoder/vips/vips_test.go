@@ -3,6 +3,7 @@ package vips
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,5 +69,33 @@ func TestReadHeaderRefusesBlockedLoaders(t *testing.T) {
 	}
 	if _, err := ReadHeader(filepath.Join(dir, "x.jpg[shrink=2]")); err == nil {
 		t.Errorf("path with load options accepted")
+	}
+}
+
+// libvipsMapped reports whether libvips is in this process's address space.
+func libvipsMapped() bool {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		panic(err)
+	}
+	return bytes.Contains(maps, []byte("/libvips.so"))
+}
+
+// TestMain checks, before any test can call Init, that the binary did not bring libvips (and its ~130
+// dependencies) in at start-up: it is loaded by Init only.
+func TestMain(m *testing.M) {
+	if libvipsMapped() {
+		fmt.Fprintln(os.Stderr, "libvips is mapped before Init: the binary links it (check the --as-needed build and that the shim calls libvips only through its mw_ pointers)")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func TestLoadedByInit(t *testing.T) {
+	if err := Init(); err != nil {
+		t.Fatal(err)
+	}
+	if !libvipsMapped() {
+		t.Fatal("libvips is not mapped after Init")
 	}
 }
