@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/mediaworker/mediaworker/transcoder/vips"
 )
@@ -25,6 +28,11 @@ type ImageConfig struct {
 	QualityHigh, QualityMedium, QualityLow int
 	// Effort is libwebp's CPU effort, 0 (fastest) to 6 (smallest files).
 	Effort int
+	// HEIFDecodePixels caps the pixels of HEIC/AVIF images being decoded at once, over all jobs.
+	// libheif has no shrink-on-load: it decodes the whole picture into buffers of its own, about
+	// 7 bytes per pixel (two 24 MP HEICs at once peaked at 528 MiB). Within the cap, decodes run side
+	// by side (two 12 MP phone photos at the default); an image above it decodes alone.
+	HEIFDecodePixels int64
 }
 
 // DefaultImageConfig returns the defaults: 50 MP, 1000 frames, 2048/1024/480 px at Q 82/78/72,
@@ -40,6 +48,8 @@ func DefaultImageConfig() ImageConfig {
 		QualityMedium: 78,
 		QualityLow:    72,
 		Effort:        2,
+
+		HEIFDecodePixels: 25_000_000,
 	}
 }
 
@@ -61,6 +71,9 @@ func (c ImageConfig) Validate() error {
 		if q < 1 || q > 100 {
 			return fmt.Errorf("webp quality must be 1-100, got %d", q)
 		}
+	}
+	if c.HEIFDecodePixels <= 0 {
+		return fmt.Errorf("heif decode pixels must be positive, got %d", c.HEIFDecodePixels)
 	}
 	if c.Effort < 0 || c.Effort > 6 {
 		return fmt.Errorf("webp effort must be 0-6, got %d", c.Effort)
@@ -87,7 +100,7 @@ type ImageResult struct {
 // Images transforms images. It is safe for concurrent use; each call works on its own images.
 type Images struct {
 	cfg  ImageConfig
-	heif chan struct{} // one HEIC decode at a time
+	heif *semaphore.Weighted // pixels of HEIF decodes in flight, at most cfg.HEIFDecodePixels
 }
 
 // NewImages checks cfg. libvips is loaded and started by the first Transform (see package vips for
@@ -96,7 +109,7 @@ func NewImages(cfg ImageConfig) (*Images, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("validating image config: %w", err)
 	}
-	return &Images{cfg: cfg, heif: make(chan struct{}, 1)}, nil
+	return &Images{cfg: cfg, heif: semaphore.NewWeighted(cfg.HEIFDecodePixels)}, nil
 }
 
 // LibvipsVersion loads libvips if need be and returns its version, e.g. "8.14.1".
@@ -153,18 +166,20 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 	if err := ctx.Err(); err != nil {
 		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 	}
+	releaseHEIF := func() {}
 	if res.Format == "heif" {
-		// libheif decodes the whole picture (there is no shrink-on-load) with buffers of its own: two
-		// 24 MP HEICs at once peaked at 528 MiB. One at a time keeps the worker under its budget.
-		select {
-		case im.heif <- struct{}{}:
-			defer func() { <-im.heif }()
-		case <-ctx.Done():
-			return ImageResult{}, fmt.Errorf("transforming image: %w", ctx.Err())
+		// Held for the decode only: what follows works on the 2048 px copy in memory.
+		w := min(int64(hdr.Width)*int64(hdr.Height), im.cfg.HEIFDecodePixels)
+		if err := im.heif.Acquire(ctx, w); err != nil {
+			return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 		}
+		var once sync.Once
+		releaseHEIF = func() { once.Do(func() { im.heif.Release(w) }) }
+		defer releaseHEIF()
 	}
 	defer vips.Trim() // after the images below are released
 	cur, err := vips.Thumbnail(srcPath, im.cfg.High)
+	releaseHEIF()
 	if err != nil {
 		return ImageResult{}, badInput("decoding image", err)
 	}

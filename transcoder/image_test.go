@@ -373,3 +373,42 @@ func assertEmptyDir(t *testing.T, dir string) {
 		t.Errorf("%s holds %d files, want none", dir, len(entries))
 	}
 }
+
+// TestHEIFDecodeBudget: HEIC decodes share a pixel budget; an image larger than the whole budget
+// still decodes (alone) instead of waiting forever, and concurrent ones all finish.
+func TestHEIFDecodeBudget(t *testing.T) {
+	cfg := transcoder.DefaultImageConfig()
+	cfg.HEIFDecodePixels = 1000 // below one 64×48 image
+	im, err := transcoder.NewImages(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := testenv.MakeHEIC(t, t.TempDir(), 64, 48)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := im.Transform(context.Background(), src, t.TempDir())
+			errs <- err
+		}()
+	}
+	for range 4 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("HEIC transforms did not finish: the budget deadlocks")
+		}
+	}
+	// A cancelled wait returns the context's error, not a failure of the image.
+	hold, err := transcoder.NewImages(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := hold.Transform(ctx, src, t.TempDir()); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}

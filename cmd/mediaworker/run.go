@@ -129,6 +129,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.BoolVar(&cfg.Videos.HLS, "video-hls", cfg.Videos.HLS, "also write an HLS VOD playlist and segments")
 	fs.BoolVar(&cfg.Videos.Remux, "video-remux", cfg.Videos.Remux, "copy the streams of uploads that already are H.264/AAC MP4/MOV within the caps instead of re-encoding them")
 	fs.Int64Var(&cfg.Videos.MaxPixels, "max-video-pixels", cfg.Videos.MaxPixels, "refuse videos whose frames are larger (width × height)")
+	fs.Int64Var(&cfg.Images.HEIFDecodePixels, "heif-decode-pixels", cfg.Images.HEIFDecodePixels, "total pixels of HEIC/AVIF images decoded at once (libheif needs ~7 bytes per pixel); a larger image decodes alone")
 	fs.IntVar(&cfg.Images.MaxFrames, "max-image-frames", cfg.Images.MaxFrames, "refuse images (animations) declaring more frames")
 	fs.Var(bytesFlag{&cfg.Videos.MaxMemoryBytes}, "video-max-memory", "address-space limit (RLIMIT_AS) of each ffmpeg/ffprobe process")
 	durationVar(fs, &cfg.Videos.MaxCPUTime, "video-max-cpu-time", "CPU time one ffmpeg run may use (RLIMIT_CPU); inputs needing more are refused")
