@@ -98,7 +98,7 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("opening requests stream: %w", err)
 	}
-	orig, err := reqs.GetMsg(ctx, adv.StreamSeq)
+	orig, err := leaderGetMsg(ctx, w.js.Conn(), w.cfg.RequestsStream(), adv.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil // settled after all (or already moved by another instance)
 	}
@@ -133,4 +133,53 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 func isCorrelatable(err error) bool {
 	var pe *contracts.ParseError
 	return errors.As(err, &pe) && pe.Correlatable
+}
+
+// leaderGetMsg fetches a message by sequence from the stream's leader. Stream.GetMsg would use a
+// direct get (the requests stream allows them, for `nats stream view`), which any replica may answer:
+// a follower that has not yet applied the leader's delete of a settled request would hand back a
+// message that is already done, and the advisory path would dead-letter it and publish a second
+// outcome. The leader has applied every ack.
+func leaderGetMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("decoding the stream's reply: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound) {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, fmt.Errorf("getting message %d: %s (%d)", seq, resp.Error.Description, resp.Error.ErrCode)
+	}
+	if resp.Message == nil {
+		return nil, errors.New("getting message: empty reply")
+	}
+	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Seq,
+		Data: resp.Message.Data, Time: resp.Message.Time}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("decoding message headers: %w", err)
+		}
+	}
+	return m, nil
 }
