@@ -1,0 +1,161 @@
+package transcoder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ffprobe's view of an upload, and the limits checked on it.
+
+// probed is ffprobe's view of a file: the public description plus what the encode needs.
+type probed struct {
+	info        VideoInfo
+	videoStream int // absolute stream index, -1 if none
+	audioStream int // absolute stream index, -1 if none
+	channels    int
+	pixFmt      string
+	rotated     bool // display rotation other than 0
+	streams     int  // all streams, including ones we drop
+}
+
+// probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
+// whitelist) is bad input; so is one without a video stream.
+func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
+	args := []string{
+		"-hide_banner", "-loglevel", "error",
+		"-max_alloc", strconv.Itoa(maxAllocBytes),
+		"-protocol_whitelist", "file",
+		"-format_whitelist", inputFormats,
+		"-print_format", "json", "-show_format", "-show_streams",
+		"file:" + path,
+	}
+	stdout := &limitedBuffer{max: maxProbeOutput}
+	if err := v.run(ctx, filepath.Dir(path), v.ffprobe, args, stdout, min(probeCPUTime, v.cfg.MaxCPUTime)); err != nil {
+		if ctx.Err() != nil {
+			return probed{}, fmt.Errorf("probing video: %w", ctx.Err())
+		}
+		var te *toolError
+		if !errors.As(err, &te) {
+			return probed{}, internal("probing video", err)
+		}
+		if lerr := v.limitError("probing video", te); lerr != nil {
+			return probed{}, lerr
+		}
+		if te.exitCode > 0 && !te.systemFailure() {
+			return probed{}, badInput("not a supported video (mp4, mov, mkv or webm)", err)
+		}
+		return probed{}, internal("probing video", err)
+	}
+	if stdout.overflow {
+		return probed{}, badInput("probing video", errors.New("ffprobe described more than 1 MiB of streams"))
+	}
+
+	var raw struct {
+		Format struct {
+			FormatName string            `json:"format_name"`
+			Duration   string            `json:"duration"`
+			Tags       map[string]string `json:"tags"`
+		} `json:"format"`
+		Streams []struct {
+			Index       int               `json:"index"`
+			CodecType   string            `json:"codec_type"`
+			CodecName   string            `json:"codec_name"`
+			Width       int               `json:"width"`
+			Height      int               `json:"height"`
+			Channels    int               `json:"channels"`
+			PixFmt      string            `json:"pix_fmt"`
+			Disposition map[string]int    `json:"disposition"`
+			Tags        map[string]string `json:"tags"`
+			SideData    []struct {
+				Rotation float64 `json:"rotation"`
+			} `json:"side_data_list"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &raw); err != nil {
+		return probed{}, internal("parsing ffprobe output", err)
+	}
+
+	p := probed{videoStream: -1, audioStream: -1}
+	p.info.Duration, _ = strconv.ParseFloat(raw.Format.Duration, 64)
+	if math.IsNaN(p.info.Duration) || p.info.Duration < 0 {
+		p.info.Duration = 0
+	}
+	var codecs []string
+	for _, s := range raw.Streams {
+		switch {
+		case s.CodecType == "video" && s.Disposition["attached_pic"] == 0 && p.videoStream < 0:
+			// Cover art in mp4/mkv is a one-frame "video" stream marked attached_pic: skip it.
+			p.videoStream = s.Index
+			p.info.VideoCodec = s.CodecName
+			p.info.Width, p.info.Height = s.Width, s.Height
+			rotation := 0.0
+			if len(s.SideData) > 0 {
+				rotation = s.SideData[0].Rotation
+			} else if r, err := strconv.ParseFloat(s.Tags["rotate"], 64); err == nil {
+				rotation = r
+			}
+			if int(math.Abs(rotation))%180 == 90 {
+				p.info.Width, p.info.Height = s.Height, s.Width
+			}
+			p.rotated = math.Mod(math.Abs(rotation), 360) != 0
+			p.pixFmt = s.PixFmt
+			codecs = append(codecs, s.CodecName)
+		case s.CodecType == "audio" && p.audioStream < 0:
+			p.audioStream = s.Index
+			p.info.AudioCodec = s.CodecName
+			p.info.HasAudio = true
+			p.channels = s.Channels
+			codecs = append(codecs, s.CodecName)
+		}
+	}
+	p.streams = len(raw.Streams)
+	p.info.Container = containerName(raw.Format.FormatName, raw.Format.Tags["major_brand"], codecs)
+	if p.videoStream < 0 {
+		return probed{}, badInput("the file has no video stream", nil)
+	}
+	return p, nil
+}
+
+// containerName names the container the way people do: ffprobe reports one demuxer for the whole
+// mp4/mov family and one for matroska/webm.
+func containerName(formatName, brand string, codecs []string) string {
+	switch {
+	case strings.HasPrefix(formatName, "mov,"):
+		if strings.TrimSpace(brand) == "qt" {
+			return "mov"
+		}
+		return "mp4"
+	case strings.HasPrefix(formatName, "matroska"):
+		for _, c := range codecs {
+			if !slices.Contains([]string{"vp8", "vp9", "av1", "opus", "vorbis"}, c) {
+				return "matroska"
+			}
+		}
+		return "webm"
+	}
+	return formatName
+}
+
+// checkLimits refuses inputs over the duration or frame size limit.
+func (v *Videos) checkLimits(p probed) error {
+	i := p.info
+	if i.Width <= 0 || i.Height <= 0 {
+		return badInput("the video stream has no frame size", nil)
+	}
+	if px := int64(i.Width) * int64(i.Height); px > v.cfg.MaxPixels {
+		return badInput(fmt.Sprintf("video is %d×%d (%s MP per frame), limit is %s MP",
+			i.Width, i.Height, megapixels(px), megapixels(v.cfg.MaxPixels)), nil)
+	}
+	if d := time.Duration(i.Duration * float64(time.Second)); d > v.cfg.MaxDuration {
+		return badInput(fmt.Sprintf("video is %s long, limit is %s", d.Round(time.Second), v.cfg.MaxDuration), nil)
+	}
+	return nil
+}
