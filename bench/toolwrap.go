@@ -74,7 +74,10 @@ type ToolRun struct {
 // Took is the run's wall time.
 func (r ToolRun) Took() time.Duration { return r.End.Sub(r.Start) }
 
-// Kind names what the worker used the run for: probe, encode, poster, hls, remux or version.
+// Kind names what the worker used the run for: probe, encode, poster, hls, remux or version. An
+// encode may write the poster too (a second output, file:…/poster.jpg, of the same run): it is
+// still an encode, so the encoder is looked for before the image output; only a run that writes
+// nothing but the JPEG is a poster.
 func (r ToolRun) Kind() string {
 	joined := strings.Join(r.Args, " ")
 	switch {
@@ -82,16 +85,39 @@ func (r ToolRun) Kind() string {
 		return "version"
 	case r.Tool == "ffprobe":
 		return "probe"
-	case strings.Contains(joined, "image2") || strings.Contains(joined, "poster"):
-		return "poster"
-	case strings.Contains(joined, "-f hls"):
+	case strings.Contains(joined, "-f hls"): // a stream copy too: before remux
 		return "hls"
 	case strings.Contains(joined, "libx264"):
 		return "encode"
 	case strings.Contains(joined, "-c copy"):
 		return "remux"
+	case strings.Contains(joined, "image2") || strings.Contains(joined, "poster"):
+		return "poster"
 	}
 	return "other"
+}
+
+// Files returns the paths of the run's file: arguments (inputs and outputs), in order.
+func (r ToolRun) Files() []string {
+	var out []string
+	for _, a := range r.Args {
+		if p, ok := strings.CutPrefix(a, "file:"); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Overlap is how long the runs a and b were both running.
+func Overlap(a, b ToolRun) time.Duration {
+	start, end := a.Start, a.End
+	if b.Start.After(start) {
+		start = b.Start
+	}
+	if b.End.Before(end) {
+		end = b.End
+	}
+	return max(end.Sub(start), 0)
 }
 
 // Runs reads the runs logged so far.
