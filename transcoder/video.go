@@ -305,22 +305,31 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 	posterPath := filepath.Join(outDir, posterName)
 	posterAt := posterTime(p.info.Duration)
 
-	if v.canRemux(p) {
-		// Stream copy; should the input surprise ffmpeg, encode it after all.
-		res.Remuxed = v.remux(ctx, src, p, res.MP4Path) == nil
-		if ctx.Err() != nil {
-			return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
-		}
-	}
 	var out VideoInfo
-	if res.Remuxed {
-		// The copied streams are the upload's, so ffprobe checks the result; the poster is made at
-		// the same time (two processes, mostly waiting on their own start-up).
-		posterDone := make(chan struct{})
+	var posterDone chan struct{} // closed when the remux's poster run ends
+	if v.canRemux(p) {
+		// Stream copy; should the input surprise ffmpeg, encode it after all. A copy decodes
+		// nothing, so the poster is a run of its own, from the upload's video stream (the frames
+		// the copy carries, already upright): it starts with the remux and runs beside it and the
+		// ffprobe of the result, mostly waiting on process start-up like they do.
+		posterDone = make(chan struct{})
 		go func() {
 			defer close(posterDone)
-			res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, posterAt, outDir)
+			res.PosterPath, res.PosterErr = v.poster(ctx, src, p.videoStream, posterAt, outDir)
 		}()
+		res.Remuxed = v.remux(ctx, src, p, res.MP4Path) == nil
+		if ctx.Err() != nil {
+			<-posterDone
+			return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
+		}
+		if !res.Remuxed {
+			<-posterDone // the encode below writes its own
+			os.Remove(posterPath)
+			res.PosterPath, res.PosterErr = "", nil
+		}
+	}
+	if res.Remuxed {
+		// The copied streams are the upload's, so ffprobe checks the result.
 		po, perr := v.probe(ctx, res.MP4Path)
 		<-posterDone
 		if perr != nil {
@@ -349,7 +358,7 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 			// Encoded without the poster output, or no frame at or after the poster time reached it
 			// (a container that overstates its duration): take it from the MP4 (poster falls back to
 			// the first frame).
-			res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, posterAt, outDir)
+			res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, -1, posterAt, outDir)
 		}
 	}
 	if ctx.Err() != nil {
@@ -512,11 +521,16 @@ func (v *Videos) checkOutput(mp4 string, src, out VideoInfo) error {
 	return nil
 }
 
-// poster writes outDir/poster.jpg from the MP4 (already upright, scaled and known to decode): the
-// frame at `at` seconds (seeking in the input to the key frame before, then decoding up to it),
-// falling back to the first frame.
-func (v *Videos) poster(ctx context.Context, mp4 string, at float64, outDir string) (string, error) {
+// poster writes outDir/poster.jpg from video stream `stream` of file (-1: the first video stream;
+// the file is the MP4 we wrote, or an upload whose streams we copy: upright either way): the frame at
+// `at` seconds (seeking in the input to the key frame before, then decoding up to it), falling back
+// to the first frame.
+func (v *Videos) poster(ctx context.Context, file string, stream int, at float64, outDir string) (string, error) {
 	path := filepath.Join(outDir, posterName)
+	streamSpec := "0:v:0"
+	if stream >= 0 {
+		streamSpec = fmt.Sprintf("0:%d", stream)
+	}
 	var err error
 	seeks := []float64{at, 0}
 	if at == 0 {
@@ -530,8 +544,8 @@ func (v *Videos) poster(ctx context.Context, mp4 string, at float64, outDir stri
 			// -ss before -i seeks in the input (to the keyframe before, then decodes up to it).
 			args = append(args, "-ss", strconv.FormatFloat(seek, 'f', 3, 64))
 		}
-		args = append(args, "-i", "file:"+mp4,
-			"-map", "0:v:0", "-frames:v", "1",
+		args = append(args, "-i", "file:"+file,
+			"-map", streamSpec, "-frames:v", "1",
 			"-vf", fmt.Sprintf("scale=w='min(%d,iw)':h=-2", posterWidth),
 			"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:"+path)
 		err = v.run(ctx, outDir, v.ffmpeg, args, nil, min(probeCPUTime, v.cfg.MaxCPUTime))
