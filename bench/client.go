@@ -39,18 +39,29 @@ type Answer struct {
 
 // Dial connects to the NATS at url, opens the object store of that NATS and creates bucket.
 func Dial(ctx context.Context, url, bucket string) (*Client, error) {
+	return DialWith(ctx, url, bucket, nil)
+}
+
+// DialWith is Dial with the uploads going to store (which the Client then owns) instead of the
+// object store of the NATS at url; nil means that one.
+func DialWith(ctx context.Context, url, bucket string, store objstore.Store) (*Client, error) {
 	nc, err := nats.Connect(url, nats.Name("mwbench"))
 	if err != nil {
+		if store != nil {
+			store.Close()
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", url, err)
 	}
-	c := &Client{Bucket: bucket, nc: nc, subj: contracts.SubjectsFor("app"), waiting: map[string]chan Answer{}}
+	c := &Client{Bucket: bucket, nc: nc, store: store, subj: contracts.SubjectsFor("app"), waiting: map[string]chan Answer{}}
 	if c.js, err = jetstream.New(nc); err != nil {
-		nc.Close()
+		c.Close()
 		return nil, err
 	}
-	if c.store, err = natsobj.New(c.js, natsobj.DefaultConfig()); err != nil {
-		nc.Close()
-		return nil, err
+	if c.store == nil {
+		if c.store, err = natsobj.New(c.js, natsobj.DefaultConfig()); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	if err := c.store.EnsureBucket(ctx, bucket); err != nil {
 		c.Close()

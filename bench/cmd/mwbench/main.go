@@ -34,6 +34,7 @@ type bencher struct {
 	rep    *Report
 	corpus Corpus
 	clamd  *testenv.Clamd
+	minio  *testenv.MinIO // started by the first run that stores in S3
 	bin    string
 	work   string
 	logf   func(format string, args ...any)
@@ -55,7 +56,7 @@ func main() {
 		orchCmd  = flag.String("orch-cmd", "", "the command that produced -orch, for the report")
 		runs     = flag.Int("runs", 3, "repetitions of each timed measurement")
 		quick    = flag.Bool("quick", false, "fewer jobs and repetitions (a smoke run; numbers are rougher)")
-		leakN    = flag.Int("leak-n", 1000, "jobs in the RSS-over-many-jobs run (RSS compared after N/10 and N)")
+		leakN    = flag.Int("leak-n", 10000, "jobs in the RSS-over-many-jobs run with S3 storage (RSS compared after N/10 and N; the embedded-store run does N/2)")
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
 		phases   = flag.String("phases", "startup,images,videos,scan,orchestration", "phases to run")
 	)
