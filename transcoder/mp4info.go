@@ -175,28 +175,17 @@ func fullBoxTimes(b []byte) (timescale uint32, duration uint64, err error) {
 type trackInfo struct {
 	handler       string // "vide", "soun", ...
 	codec         string // "h264", "aac" or the sample entry's four characters
-	width, height int
+	width, height int    // coded frame size, from a video sample entry
 }
 
-// parseTrak reads a track's header (display size), handler and first sample description.
+// parseTrak reads a track's handler and first sample description: the codec and, for video, the
+// coded frame size. (Not the track header's size: that is the display size, scaled by the pixel
+// aspect ratio and truncated, e.g. 853 for an anamorphic 720×480, where ffprobe and players' decoders
+// report the 720 the frames have.)
 func parseTrak(trak []byte) (trackInfo, error) {
 	var t trackInfo
 	err := children(trak, func(typ string, body []byte) error {
 		switch typ {
-		case "tkhd":
-			// version/flags(4), then v0: creation(4) modification(4) id(4) reserved(4) duration(4);
-			// v1: 8+8+4+4+8. Then reserved(8) layer(2) group(2) volume(2) reserved(2) matrix(36)
-			// width(4) height(4), the last two 16.16 fixed point.
-			at := 4 + 20
-			if len(body) > 0 && body[0] == 1 {
-				at = 4 + 32
-			}
-			at += 8 + 2 + 2 + 2 + 2 + 36
-			if len(body) < at+8 {
-				return errors.New("reading tkhd: cut off")
-			}
-			t.width = int(binary.BigEndian.Uint32(body[at:at+4]) >> 16)
-			t.height = int(binary.BigEndian.Uint32(body[at+4:at+8]) >> 16)
 		case "mdia":
 			return children(body, func(typ string, body []byte) error {
 				switch typ {
@@ -214,11 +203,20 @@ func parseTrak(trak []byte) (trackInfo, error) {
 							if typ != "stsd" {
 								return nil
 							}
-							// version/flags(4) entry_count(4), then the first entry's size(4) type(4).
+							// version/flags(4) entry_count(4), then the first entry's size(4) type(4)
+							// and, for a visual sample entry, reserved(6) data_reference_index(2)
+							// pre_defined(2) reserved(2) pre_defined(12) width(2) height(2).
 							if len(body) < 16 {
 								return errors.New("reading stsd: cut off")
 							}
 							t.codec = codecName(string(body[12:16]))
+							if t.handler == "vide" {
+								if len(body) < 44 {
+									return errors.New("reading stsd: visual sample entry cut off")
+								}
+								t.width = int(binary.BigEndian.Uint16(body[40:42]))
+								t.height = int(binary.BigEndian.Uint16(body[42:44]))
+							}
 							return nil
 						})
 					})

@@ -26,12 +26,15 @@ func minimalMoov() []byte {
 	binary.BigEndian.PutUint32(mvhd[12:], 1000)
 	binary.BigEndian.PutUint32(mvhd[16:], 2500)
 	tkhd := make([]byte, 84)
-	binary.BigEndian.PutUint32(tkhd[76:], 640<<16)
+	binary.BigEndian.PutUint32(tkhd[76:], 853<<16) // a display size, which must not be taken
 	binary.BigEndian.PutUint32(tkhd[80:], 360<<16)
 	track := func(handler, fourcc string) []byte {
 		hdlr := append(make([]byte, 8), handler...)
 		hdlr = append(hdlr, make([]byte, 13)...)
-		stsd := append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, box(fourcc, make([]byte, 8))...)
+		entry := make([]byte, 78) // a visual sample entry's fixed part
+		binary.BigEndian.PutUint16(entry[24:], 640)
+		binary.BigEndian.PutUint16(entry[26:], 360)
+		stsd := append([]byte{0, 0, 0, 0, 0, 0, 0, 1}, box(fourcc, entry)...)
 		return box("trak", box("tkhd", tkhd), box("mdia", box("hdlr", hdlr),
 			box("minf", box("stbl", box("stsd", stsd)))))
 	}

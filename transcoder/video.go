@@ -120,10 +120,11 @@ func (c VideoConfig) Validate() error {
 	return nil
 }
 
-// VideoInfo describes a video file as ffprobe sees it.
+// VideoInfo describes a video file: an upload as ffprobe sees it, our own encode from its MP4 header
+// (the same fields, read in Go).
 type VideoInfo struct {
 	Duration      float64 // seconds; 0 when the container does not say (e.g. some browser recordings)
-	Width, Height int     // as displayed (rotation applied)
+	Width, Height int     // frame size, rotation applied (not scaled by a non-square pixel aspect ratio)
 	VideoCodec    string  // e.g. "h264"
 	AudioCodec    string  // "" without audio
 	Container     string  // mp4, mov, matroska or webm
@@ -172,7 +173,7 @@ const (
 	// minMemoryBytes is the smallest MaxMemoryBytes accepted; NewVideos also checks that the tools
 	// start under the configured limit.
 	minMemoryBytes = 256 << 20
-	// probeCPUTime caps the CPU time of ffprobe runs and of the poster (one frame of our own MP4).
+	// probeCPUTime caps the CPU time of ffprobe runs and of a separate poster run (one frame).
 	probeCPUTime = time.Minute
 	// fileSizeMargin is what any file a tool writes may exceed MaxOutputBytes by (RLIMIT_FSIZE): -fs
 	// stops ffmpeg after the chunk that crosses the cap, and the fast-start pass adds the index.
@@ -283,7 +284,8 @@ func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoRe
 //
 // One ffmpeg run writes the MP4 and, when it re-encodes, the poster too (a second output fed from the
 // frames it decodes anyway, so the poster costs one JPEG encode). A remux decodes nothing, so its
-// poster is a separate run from the new MP4, side by side with the ffprobe that checks it.
+// poster is a separate run from the upload's video stream, beside the remux and the ffprobe that
+// checks its result.
 func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir string) (VideoResult, error) {
 	if err := ctx.Err(); err != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
@@ -313,9 +315,11 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 		// the copy carries, already upright): it starts with the remux and runs beside it and the
 		// ffprobe of the result, mostly waiting on process start-up like they do.
 		posterDone = make(chan struct{})
+		pctx, stopPoster := context.WithCancel(ctx)
+		defer stopPoster()
 		go func() {
 			defer close(posterDone)
-			res.PosterPath, res.PosterErr = v.poster(ctx, src, p.videoStream, posterAt, outDir)
+			res.PosterPath, res.PosterErr = v.poster(pctx, src, p.videoStream, posterAt, outDir)
 		}()
 		res.Remuxed = v.remux(ctx, src, p, res.MP4Path) == nil
 		if ctx.Err() != nil {
@@ -323,7 +327,8 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 			return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
 		}
 		if !res.Remuxed {
-			<-posterDone // the encode below writes its own
+			stopPoster() // the encode below writes its own
+			<-posterDone
 			os.Remove(posterPath)
 			res.PosterPath, res.PosterErr = "", nil
 		}
@@ -456,8 +461,10 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 // such as one that needs more memory than the limit, is reported by the MP4 encode as usual).
 var errPosterOutput = errors.New("the poster output failed")
 
-// posterOutputFailed matches ffmpeg's errors about the streams of output file 1, the poster.
-var posterOutputFailed = regexp.MustCompile(`output stream #?1:\d`)
+// posterOutputFailed matches ffmpeg's errors about the streams of output file 1, the poster: "Error
+// initializing output stream 1:0", "... for output stream #1:0" (ffmpeg 5), "[vost#1:0/mjpeg @ …]"
+// (ffmpeg 6.1 and later).
+var posterOutputFailed = regexp.MustCompile(`output stream #?1:\d|vost#1:\d`)
 
 // canRemux says whether the input already is what encode would make, so its streams can be copied.
 func (v *Videos) canRemux(p probed) bool {

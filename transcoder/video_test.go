@@ -546,3 +546,37 @@ func meanLuma(t *testing.T, path string) float64 {
 	}
 	return sum / n
 }
+
+// TestVideoOutputSizeIsTheFrameSize: the MP4's size in the result is its frames' size, as ffprobe
+// and decoders report it, also when the pixels are not square (the MP4's track header then holds a
+// display size: 853 for an anamorphic 720×480) or the source has odd dimensions (encoded one less).
+func TestVideoOutputSizeIsTheFrameSize(t *testing.T) {
+	testenv.RequireBinary(t, "ffmpeg")
+	cfg := transcoder.DefaultVideoConfig()
+	cfg.Remux = false
+	v := newVideos(t, cfg)
+	for _, c := range []struct {
+		name, vf     string
+		wantW, wantH int
+	}{
+		{"anamorphic", "setsar=32/27", 720, 480},
+		{"odd", "scale=719:405,setsar=1", 718, 404},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(dir, "src.mkv")
+			cmd := exec.Command("ffmpeg", "-hide_banner", "-loglevel", "error",
+				"-f", "lavfi", "-i", "testsrc2=s=720x480:r=10:d=1", "-vf", c.vf,
+				"-c:v", "ffv1", "-y", src)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("making the clip: %v\n%s", err, out)
+			}
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMP4(t, res, out, c.wantW, c.wantH, false)
+		})
+	}
+}
