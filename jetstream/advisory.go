@@ -98,7 +98,11 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("opening requests stream: %w", err)
 	}
-	orig, err := leaderGetMsg(ctx, w.js.Conn(), w.cfg.RequestsStream(), adv.StreamSeq)
+	// A plain request has no deadline of its own (the JetStream calls add one): an unanswered one
+	// during a leader election must not stall this loop until shutdown.
+	gctx, cancel := context.WithTimeout(ctx, w.wcfg.PublishTimeout)
+	orig, err := leaderGetMsg(gctx, w.js.Conn(), w.cfg.RequestsStream(), adv.StreamSeq)
+	cancel()
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil // settled after all (or already moved by another instance)
 	}
