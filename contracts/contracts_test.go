@@ -171,3 +171,15 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestSubjectsWildcardCoversEverySubject(t *testing.T) {
+	s := SubjectsFor("shop")
+	if w := s.Wildcard(); w != "shop.media.optimize.>" {
+		t.Fatalf("Wildcard() = %q", w)
+	}
+	for _, subj := range []string{s.Request, s.Response, s.Virus, s.DLQ, s.ProgressSubject("x")} {
+		if !strings.HasPrefix(subj, "shop.media.optimize.") || subj == "shop.media.optimize." {
+			t.Errorf("%q is not under the wildcard", subj)
+		}
+	}
+}

@@ -68,37 +68,26 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	subj := contracts.SubjectsFor(cfg.Streams.App)
 	w := newWaiter(stdout, stderr)
 	if wait {
-		// Subscribe before publishing, so no response can slip past. Both subjects feed one channel
-		// read by one goroutine: the worker publishes a virus event before its failure response, and
-		// only a shared, ordered queue keeps it that way here (two async subscriptions each have their
-		// own goroutine, so the response could settle the mediaId first and the event be dropped).
-		events := make(chan *nats.Msg, 256)
-		for _, s := range []string{subj.Response, subj.Virus} {
-			sub, err := nc.ChanSubscribe(s, events)
-			if err != nil {
-				fmt.Fprintf(stderr, "mediaworker submit: subscribing to %s: %v\n", s, err)
-				return exitFailure
+		// Subscribe before publishing, so no response can slip past. One subscription to all of the
+		// app's optimize subjects, dispatched by subject: its messages are handled in order on one
+		// goroutine, and the worker publishes a virus event before its failure response, so the event
+		// is printed before the response settles the mediaId (two subscriptions each have their own
+		// goroutine, and the response could win). Requests and DLQ entries are ignored.
+		sub, err := nc.Subscribe(subj.Wildcard(), func(m *nats.Msg) {
+			switch {
+			case m.Subject == subj.Response || m.Subject == subj.Virus:
+				w.onMsg(m)
+			case strings.HasPrefix(m.Subject, subj.Progress+"."):
+				w.onProgress(m)
 			}
-			defer sub.Unsubscribe()
-		}
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for {
-				select {
-				case m := <-events:
-					w.onMsg(m)
-				case <-stop:
-					return
-				}
-			}
-		}()
-		sub, err := nc.Subscribe(subj.ProgressWildcard(), w.onProgress)
+		})
 		if err != nil {
-			fmt.Fprintf(stderr, "mediaworker submit: subscribing to progress: %v\n", err)
+			fmt.Fprintf(stderr, "mediaworker submit: subscribing to %s: %v\n", subj.Wildcard(), err)
 			return exitFailure
 		}
 		defer sub.Unsubscribe()
+		// Other clients' traffic shares these subjects: let it queue rather than be dropped.
+		_ = sub.SetPendingLimits(-1, 1<<30)
 		if err := nc.Flush(); err != nil {
 			fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 			return exitFailure
