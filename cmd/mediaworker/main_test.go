@@ -217,3 +217,12 @@ func TestScanAPIIsNotOpenedToTheNetworkWithoutAToken(t *testing.T) {
 		t.Errorf("byte defaults should print exactly: %s", out[:200])
 	}
 }
+
+// version loads libvips (the worker itself waits for its first image) and names its version: the
+// check `run` makes at start and the Docker build makes.
+func TestVersionLoadsLibvips(t *testing.T) {
+	code, out, errs := run(t, "version")
+	if code != exitOK || !strings.Contains(out, ", libvips 8.") {
+		t.Fatalf("exit %d: %q %q", code, out, errs)
+	}
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -66,6 +68,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if tracing.Enabled() {
 		log.Info().Msg("tracing on: exporting spans over OTLP/HTTP as the OTEL_* variables say")
 	}
+	libvips := make(chan error, 1) // checked beside start-up, which takes longer
+	go func() { libvips <- checkLibvips(ctx) }()
 	a, err := app.New(ctx, cfg, log)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Msg("stopped during start-up")
@@ -76,6 +80,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	defer a.Close()
+	if err := <-libvips; err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return exitFailure
+	}
 	if err := a.Run(ctx); err != nil {
 		log.Error().Err(err).Msg("stopped with an error")
 		return exitFailure
@@ -169,4 +177,27 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		return zerolog.Nop(), fmt.Errorf("log format %q: use json, console or auto", format)
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// checkLibvips makes sure libvips can be loaded before the worker takes jobs. The worker loads it
+// only at its first image (an idle worker, or one that only sees videos, never maps its ~130
+// libraries), so a missing or broken libvips would otherwise show as every image job failing. The
+// check runs `mediaworker version` (which loads it) in a child process, so this one stays lean.
+func checkLibvips(ctx context.Context) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil // cannot find ourselves: the first image will tell
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, exe, "version").CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ctx.Err() == nil {
+		msg := strings.TrimSpace(string(out))
+		if i := strings.LastIndex(msg, "mediaworker version: "); i >= 0 {
+			msg = msg[i+len("mediaworker version: "):]
+		}
+		return fmt.Errorf("checking libvips: %s", msg)
+	}
+	return nil // started and succeeded, or could not be started at all: nothing to say about libvips
 }
