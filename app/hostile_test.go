@@ -429,7 +429,7 @@ func TestHostileWorkerProcess(t *testing.T) {
 			rep := workerReport{FDsBefore: fdsBefore}
 			// The pull loop always has one fetch waiting for messages; each is a new goroutine that
 			// ends with its fetch's expiry, so the one running now is not the one at the baseline.
-			if err := goleak.Find(baseline, goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*pullConsumer).fetch.func1")); err != nil {
+			if err := goleak.Find(append(testenv.UpstreamLeaks(), baseline, goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*pullConsumer).fetch.func1"))...); err != nil {
 				rep.GoroutineLeak = err.Error()
 			}
 			rep.FDsAfter = openFDs()

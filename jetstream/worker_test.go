@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
 		goleak.IgnoreTopFunction("time.Sleep"),
 		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*ipQueue[...]).push"),
+		testenv.UpstreamLeaks()[0],
 	)
 }
 

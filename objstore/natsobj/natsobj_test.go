@@ -239,7 +239,7 @@ func TestGetCleansUp(t *testing.T) {
 	if info.State.Consumers != 0 {
 		t.Errorf("%d consumers left on the bucket's stream", info.State.Consumers)
 	}
-	goleak.VerifyNone(t, ignore)
+	goleak.VerifyNone(t, append(testenv.UpstreamLeaks(), ignore)...)
 }
 
 func streamMsgs(t *testing.T, stream jetstream.Stream) uint64 {
