@@ -12,6 +12,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -121,7 +122,9 @@ func readStream(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, name
 		return fmt.Errorf("stream %s info: %w", name, err)
 	}
 	for ; *next <= info.State.LastSeq; *next++ {
-		m, err := leaderGet(ctx, nc, name, *next)
+		// Through the stream leader: a replica that lags a moment after a leader change answers "not
+		// found" to a direct get for a message that exists, and the ledger would report it lost.
+		m, err := natsjs.LeaderGetMsg(ctx, nc, name, *next)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // deleted (a replayed dead letter)
 		}
@@ -133,52 +136,6 @@ func readStream(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, name
 		}
 	}
 	return nil
-}
-
-// leaderGet fetches one message through the stream leader. The streams allow direct gets, which any
-// replica may answer, and a replica that lags a moment after a leader change answers "not found" for a
-// message that exists: a ledger that skipped it would report a lost response that was not lost.
-func leaderGet(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
-	req, _ := json.Marshal(map[string]uint64{"seq": seq})
-	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, err
-	}
-	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("decoding the message get response: %w", err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrCode == 10037 { // JSNoMessageFoundErr
-			return nil, jetstream.ErrMsgNotFound
-		}
-		return nil, fmt.Errorf("getting %s #%d: %s (%d)", stream, seq, resp.Error.Description, resp.Error.ErrCode)
-	}
-	if resp.Message == nil {
-		return nil, fmt.Errorf("getting %s #%d: empty response", stream, seq)
-	}
-	m := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Seq, Data: resp.Message.Data, Time: resp.Message.Time}
-	if len(resp.Message.Header) > 0 {
-		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
-		if err != nil {
-			return nil, fmt.Errorf("decoding headers of %s #%d: %w", stream, seq, err)
-		}
-		m.Header = h
-	}
-	return m, nil
 }
 
 // await waits until every id has at least one response in the stream.

@@ -101,7 +101,7 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 	// A plain request has no deadline of its own (the JetStream calls add one): an unanswered one
 	// during a leader election must not stall this loop until shutdown.
 	gctx, cancel := context.WithTimeout(ctx, w.wcfg.PublishTimeout)
-	orig, err := leaderGetMsg(gctx, w.js.Conn(), w.cfg.RequestsStream(), adv.StreamSeq)
+	orig, err := LeaderGetMsg(gctx, w.js.Conn(), w.cfg.RequestsStream(), adv.StreamSeq)
 	cancel()
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil // settled after all (or already moved by another instance)
@@ -139,12 +139,13 @@ func isCorrelatable(err error) bool {
 	return errors.As(err, &pe) && pe.Correlatable
 }
 
-// leaderGetMsg fetches a message by sequence from the stream's leader. Stream.GetMsg would use a
-// direct get (the requests stream allows them, for `nats stream view`), which any replica may answer:
+// LeaderGetMsg fetches a message by sequence from the stream's leader; a removed one is
+// jetstream.ErrMsgNotFound. Stream.GetMsg would use a direct get (our streams allow them, for
+// `nats stream view`), which any replica may answer:
 // a follower that has not yet applied the leader's delete of a settled request would hand back a
 // message that is already done, and the advisory path would dead-letter it and publish a second
 // outcome. The leader has applied every ack.
-func leaderGetMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+func LeaderGetMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
 	req, _ := json.Marshal(struct {
 		Seq uint64 `json:"seq"`
 	}{seq})

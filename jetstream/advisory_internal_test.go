@@ -10,7 +10,7 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
-// leaderGetMsg must return what a stream holds at a sequence, headers included, and report a
+// LeaderGetMsg must return what a stream holds at a sequence, headers included, and report a
 // removed message as ErrMsgNotFound, on a stream that also allows direct gets.
 func TestLeaderGetMsg(t *testing.T) {
 	nc := testenv.Connect(t, testenv.StartNATS(t))
@@ -31,7 +31,7 @@ func TestLeaderGetMsg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := leaderGetMsg(ctx, nc, "WQ", ack.Sequence)
+	got, err := LeaderGetMsg(ctx, nc, "WQ", ack.Sequence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,10 +42,10 @@ func TestLeaderGetMsg(t *testing.T) {
 	if err := s.DeleteMsg(ctx, ack.Sequence); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leaderGetMsg(ctx, nc, "WQ", ack.Sequence); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := LeaderGetMsg(ctx, nc, "WQ", ack.Sequence); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("deleted message: %v, want ErrMsgNotFound", err)
 	}
-	if _, err := leaderGetMsg(ctx, nc, "NOPE", 1); err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := LeaderGetMsg(ctx, nc, "NOPE", 1); err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("missing stream: %v", err)
 	}
 }
