@@ -264,23 +264,9 @@ func rotateFirstTrack(t testing.TB, path string) {
 		t.Fatal(err)
 	}
 	// Walk moov → trak → tkhd.
-	find := func(start, end int, typ string) (int, int) {
-		for off := start; off+8 <= end; {
-			size := int(binary.BigEndian.Uint32(data[off:]))
-			if size < 8 || off+size > end {
-				break
-			}
-			if string(data[off+4:off+8]) == typ {
-				return off + 8, off + size
-			}
-			off += size
-		}
-		t.Fatalf("rotating %s: no %s box", path, typ)
-		return 0, 0
-	}
-	ms, me := find(0, len(data), "moov")
-	ts, te := find(ms, me, "trak")
-	hs, _ := find(ts, te, "tkhd")
+	ms, me := mp4Box(t, data, 0, len(data), "moov")
+	ts, te := mp4Box(t, data, ms, me, "trak")
+	hs, _ := mp4Box(t, data, ts, te, "tkhd")
 	if data[hs] != 0 {
 		t.Fatalf("rotating %s: tkhd version %d, want 0", path, data[hs])
 	}
