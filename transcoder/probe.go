@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -158,4 +159,21 @@ func (v *Videos) checkLimits(p probed) error {
 		return badInput(fmt.Sprintf("video is %s long, limit is %s", d.Round(time.Second), v.cfg.MaxDuration), nil)
 	}
 	return nil
+}
+
+// regularFile returns path made absolute and its file info; anything but a regular file is an
+// internal error (the worker downloaded it; an upload cannot choose its type).
+func regularFile(path string) (string, os.FileInfo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", nil, internal("opening video", err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", nil, internal("opening video", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", nil, internal("opening video", fmt.Errorf("%s is not a regular file", abs))
+	}
+	return abs, st, nil
 }

@@ -249,23 +249,6 @@ func (v *Videos) Probe(ctx context.Context, path string) (*VideoProbe, error) {
 	return &VideoProbe{Info: p.info, p: p, path: src, size: st.Size(), mtime: st.ModTime()}, nil
 }
 
-// regularFile returns path made absolute and its file info; anything but a regular file is an
-// internal error (the worker downloaded it; an upload cannot choose its type).
-func regularFile(path string) (string, os.FileInfo, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", nil, internal("opening video", err)
-	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return "", nil, internal("opening video", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", nil, internal("opening video", fmt.Errorf("%s is not a regular file", abs))
-	}
-	return abs, st, nil
-}
-
 // Transform writes outDir/video.mp4 (H.264/AAC, fast start, at most MaxHeight on the short edge),
 // outDir/poster.jpg and, with HLS on, outDir/hls/, from srcPath.
 func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoResult, error) {
