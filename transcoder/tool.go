@@ -97,8 +97,13 @@ func (e *toolError) outOfMemory() bool {
 			return true
 		}
 	}
-	return false
+	// Some failures print AVERROR(ENOMEM) as a bare number: "get_buffer() failed (-12 (nil))" when a
+	// decoder cannot allocate a frame.
+	return enomemCode.MatchString(e.stderr)
 }
+
+// enomemCode matches a bare AVERROR(ENOMEM), -12, in parentheses.
+var enomemCode = regexp.MustCompile(`\(-12[ )]`)
 
 // logContext is the "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x55d0c0a8c2c0] " prefix of ffmpeg's log lines.
 var logContext = regexp.MustCompile(`\[[^\]]* @ 0x[0-9a-f]+\] `)

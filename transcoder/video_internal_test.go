@@ -17,3 +17,18 @@ func TestPosterOutputFailedWording(t *testing.T) {
 		}
 	}
 }
+
+// Running out of address space shows in several wordings, depending on which allocation failed.
+func TestOutOfMemoryWording(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"Error while decoding stream #0:0: Cannot allocate memory":                                          true,
+		"x264 [error]: malloc of size 4147200 failed":                                                       true,
+		"get_buffer() failed; get_buffer() failed (-12 (nil)); Error submitting video frame to the encoder": true,
+		"Invalid data found when processing input":                                                          false,
+		"frame -120 is out of order":                                                                        false,
+	} {
+		if got := (&toolError{stderr: msg, exitCode: 1}).outOfMemory(); got != want {
+			t.Errorf("%q: out of memory = %v, want %v", msg, got, want)
+		}
+	}
+}
