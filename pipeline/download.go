@@ -1,0 +1,174 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/scanner"
+)
+
+// Downloading and scanning: the bytes go to the scratch file and to clamd in one pass, and an
+// infected object is removed (or quarantined) and answered with a virus event.
+
+// scanResult is clamd's answer on the bytes streamed to it during the download.
+type scanResult struct {
+	verdict scanner.Verdict
+	err     error
+}
+
+// download writes the object to the scratch file and, in the same pass, streams the same bytes to
+// clamd: the scan overlaps the download instead of following it. The verdict is collected by the next
+// step; nothing reads the file before it.
+func (p *Pipeline) download(ctx context.Context, j *job) error {
+	pr, pw := io.Pipe()
+	j.scanned = make(chan scanResult, 1)
+	scanning := false
+	info, err := objstore.DownloadFileTee(ctx, p.store, j.req.S3Bucket, j.req.S3Key, j.input, p.cfg.MaxInputBytes,
+		func(info objstore.Info) io.Writer {
+			if info.Size == 0 {
+				return nil // refused below; clamd has nothing to look at
+			}
+			scanning = true
+			go func() {
+				v, err := p.scanner.Scan(ctx, pr, info.Size)
+				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
+				j.scanned <- scanResult{v, err}
+			}()
+			return pw
+		})
+	pw.CloseWithError(err) // nil: the scanner sees the end of the stream
+	if err != nil && scanning {
+		// If clamd gave up first (down, over its limit), that is the cause to report, not the
+		// download that could no longer write to it.
+		if res := <-j.scanned; res.err != nil && !isTruncated(res.err) {
+			j.scanned <- res
+			return nil
+		}
+	}
+	var tooLarge *objstore.TooLargeError
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+	case objstore.IsPermanent(err):
+		return permanent("downloading", err)
+	case errors.As(err, &tooLarge):
+		return permanent("downloading", fmt.Errorf("input is too large: %w", tooLarge))
+	default:
+		return transient("downloading", err)
+	}
+	if info.Size == 0 {
+		return permanent("downloading", errors.New("object is empty (0 bytes)"))
+	}
+	j.info = info
+	if p.observer != nil {
+		p.observer.Transferred("in", info.Size)
+	}
+	return nil
+}
+
+var errScanEnded = errors.New("the scan ended before the download")
+
+// isTruncated says the scanner failed because its input stream failed (the download's fault).
+func isTruncated(err error) bool {
+	var se *scanner.Error
+	return errors.As(err, &se) && se.Kind == scanner.Truncated
+}
+
+func (p *Pipeline) scan(ctx context.Context, j *job) error {
+	var res scanResult
+	select {
+	case res = <-j.scanned:
+	case <-ctx.Done():
+		return transient("scanning", ctx.Err())
+	}
+	v, err := res.verdict, res.err
+	verdict := "clean"
+	switch {
+	case err == nil && v.Infected:
+		verdict = "infected"
+	case err == nil:
+	case scanner.IsRefused(err):
+		verdict = "refused"
+	default:
+		verdict = "error"
+	}
+	if p.observer != nil {
+		p.observer.Scanned(verdict)
+	}
+	switch {
+	case err == nil:
+	case scanner.IsRefused(err):
+		return permanent("scanning", fmt.Errorf("the file cannot be scanned: %w", err))
+	default:
+		return transient("scanning", err)
+	}
+	if !v.Infected {
+		return nil
+	}
+	ev := contracts.VirusEvent{
+		MediaID: j.req.MediaID, S3Key: j.req.S3Key, S3Bucket: j.req.S3Bucket, MediaURL: j.req.MediaURL,
+		VirusName: v.Signature, DetectedAt: p.now().UTC().Format(time.RFC3339), ActionTaken: contracts.ActionDeleted,
+	}
+	if p.cfg.QuarantineBucket != "" {
+		ev.ActionTaken = contracts.ActionQuarantined
+	}
+	if p.verdicts != nil {
+		// Written before the object goes, so a redelivery that finds it gone still knows why.
+		if err := p.verdicts.Remember(ctx, ev); err != nil {
+			return transient("recording the virus verdict", err)
+		}
+	}
+	if _, err := p.removeInfected(ctx, j); err != nil {
+		// The scan will run again on the next delivery; the object is still where it was.
+		return transient("removing infected object", err)
+	}
+	j.out = infectedOutcome(j.req, ev)
+	return nil
+}
+
+func (p *Pipeline) recall(ctx context.Context, req contracts.Request) (*contracts.VirusEvent, error) {
+	if p.verdicts == nil {
+		return nil, nil
+	}
+	ev, err := p.verdicts.Recall(ctx, req.MediaID)
+	if err != nil || ev == nil || ev.S3Bucket != req.S3Bucket || ev.S3Key != req.S3Key {
+		return nil, err
+	}
+	return ev, nil
+}
+
+func infectedOutcome(req contracts.Request, ev contracts.VirusEvent) Outcome {
+	return Outcome{
+		Kind: Infected,
+		Err:  fmt.Errorf("virus detected: %s", ev.VirusName),
+		Response: contracts.Response{
+			MediaID:     req.MediaID,
+			OriginalURL: req.MediaURL,
+			Error:       "virus detected: " + ev.VirusName,
+		},
+		Virus: &ev,
+	}
+}
+
+// removeInfected deletes the object, or moves it to the quarantine bucket under the same key.
+func (p *Pipeline) removeInfected(ctx context.Context, j *job) (string, error) {
+	if p.cfg.QuarantineBucket != "" {
+		if err := p.store.Copy(ctx, j.req.S3Bucket, j.req.S3Key, p.cfg.QuarantineBucket, j.req.S3Key); err != nil {
+			return "", fmt.Errorf("copying to quarantine bucket %q: %w", p.cfg.QuarantineBucket, err)
+		}
+		if err := p.store.Delete(ctx, j.req.S3Bucket, j.req.S3Key); err != nil {
+			return "", fmt.Errorf("deleting quarantined original: %w", err)
+		}
+		return contracts.ActionQuarantined, nil
+	}
+	if err := p.store.Delete(ctx, j.req.S3Bucket, j.req.S3Key); err != nil {
+		return "", fmt.Errorf("deleting infected object: %w", err)
+	}
+	return contracts.ActionDeleted, nil
+}
