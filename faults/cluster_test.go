@@ -73,12 +73,7 @@ func TestClusterNodeLossWorkerContinues(t *testing.T) {
 	l.await(ids, 90*time.Second)
 	expectSuccess(t, l, ids)
 	l.awaitEmptyQueue(30 * time.Second)
-	dupes := 0
-	for _, id := range ids {
-		if l.wireCount(id) > 1 {
-			dupes++
-		}
-	}
+	dupes := l.republished(ids)
 	t.Logf("%d requests answered once each in the stream after losing a node; %d deliveries; %d republished on the wire",
 		len(ids), l.consumer().Delivered.Consumer, dupes)
 }

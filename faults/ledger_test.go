@@ -239,10 +239,16 @@ func (l *ledger) consumer() *jetstream.ConsumerInfo {
 // request was settled and removed.
 func (l *ledger) awaitEmptyQueue(timeout time.Duration) {
 	l.t.Helper()
+	l.awaitEmptyStream(streams.RequestsStream(), timeout)
+}
+
+// awaitEmptyStream waits until the stream holds no messages.
+func (l *ledger) awaitEmptyStream(name string, timeout time.Duration) {
+	l.t.Helper()
 	testenv.Eventually(l.t, timeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s, err := l.js.Stream(ctx, streams.RequestsStream())
+		s, err := l.js.Stream(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -251,10 +257,22 @@ func (l *ledger) awaitEmptyQueue(timeout time.Duration) {
 			return err
 		}
 		if info.State.Msgs != 0 {
-			return fmt.Errorf("work queue holds %d requests", info.State.Msgs)
+			return fmt.Errorf("stream %s holds %d messages", name, info.State.Msgs)
 		}
 		return nil
 	})
+}
+
+// republished counts the ids whose response went out on the wire more than once (the stream's
+// duplicate window kept the extra copies out of the stream).
+func (l *ledger) republished(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if l.wireCount(id) > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *ledger) responsesOf(id string) []contracts.Response {
