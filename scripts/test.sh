@@ -17,6 +17,8 @@ go vet ./...
 
 echo "== building MinIO for the tests (cached)" >&2
 go run ./internal/testenv/cmd/minio-build
+echo "== installing the nats CLI for the README's steps (cached)" >&2
+go run ./internal/testenv/cmd/natscli-build
 
 echo "== race: pure packages" >&2
 go test -race -count=1 ./contracts/... ./slots/... ./pipeline/...
