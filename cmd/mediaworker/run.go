@@ -117,6 +117,7 @@ func bindRun(c *command, cfg *app.Config) {
 
 	fs.StringVar(&cfg.Scanner.Addr, "clamd-addr", cfg.Scanner.Addr, "clamd address: tcp://host:port or unix:///path")
 	durationVar(fs, &cfg.Scanner.ScanTimeout, "clamd-scan-timeout", "longest wait for clamd's verdict")
+	durationVar(fs, &cfg.MaxSignatureAge, "max-signature-age", "readiness fails when clamd's official signatures are older (0: never); a dev database is not judged")
 
 	fs.Int64Var(&cfg.Images.MaxPixels, "max-pixels", cfg.Images.MaxPixels, "refuse images whose header declares more pixels (width × height × frames)")
 	fs.IntVar(&cfg.Images.High, "image-high", cfg.Images.High, "long edge of the high WebP")
