@@ -36,6 +36,7 @@ type App struct {
 	store    objstore.Store
 	scanner  *scanner.Scanner
 	sigs     *signatureWatch
+	console  *consoleState
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	gates    map[pipeline.MediaKind]*slots.Gate
@@ -125,7 +126,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 	}
 	wcfg := cfg.Worker
 	wcfg.Slots = cfg.MaxImageJobs + cfg.MaxVideoJobs
-	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, pipe, a.metrics, log); err != nil {
+	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, a.consoleParts().track(pipe), a.metrics, log); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -36,6 +36,7 @@ func (a *App) listenHTTP() error {
 	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}
+	mux.Handle("/", a.consoleHandler())
 	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return nil
 }
