@@ -106,6 +106,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		"the virus standing out":   `class="outcome r-infected"`,
 		"the PDF's failure":        "application/pdf",
 		"the dead letter":          `href="/console/dlq/`,
+		"the purge button":         `action="/console/dlq/purge"`,
+		"the whole page":           "<footer",
 		"the throughput chart":     "<rect class=\"r-success\"",
 		"the replay button's CSRF": `name="csrf"`,
 	} {
@@ -154,7 +156,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if shots == "" {
 		shots = t.TempDir()
 	}
-	for name, size := range map[string][2]int{"console.png": {1400, 1000}, "console-phone.png": {390, 844}, "console-full.png": {1400, 2000}} {
+	for name, size := range map[string][2]int{"console.png": {1400, 1000}, "console-phone.png": {390, 844}} {
 		path, _ := filepath.Abs(filepath.Join(shots, name))
 		chromium(t, "--window-size="+strconv.Itoa(size[0])+","+strconv.Itoa(size[1]), "--screenshot="+path, base+"/")
 		f, err := os.Open(path)
@@ -166,5 +168,42 @@ func TestConsoleInABrowser(t *testing.T) {
 		if err != nil || cfg.Width != size[0] || cfg.Height != size[1] {
 			t.Errorf("screenshot %s: %dx%d, %v; want %dx%d", name, cfg.Width, cfg.Height, err, size[0], size[1])
 		}
+	}
+}
+
+// TestConsoleNeedsTheOperatorToken: with --scan-api-token set, the console follows the scan API's rule
+// (the token, as a bearer header or through the login form), and its actions need it too.
+func TestConsoleNeedsTheOperatorToken(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.ScanAPI.Token = "operator-s3cret" })
+	base := "http://" + w.app.HTTPAddr()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path, token string) *http.Response {
+		req, _ := http.NewRequest(method, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if r := do("GET", "/", ""); r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/console/login" {
+		t.Fatalf("GET / without the token: %d → %q, want the login form", r.StatusCode, r.Header.Get("Location"))
+	}
+	if r := do("GET", "/", "wrong"); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("GET / with a wrong token: %d", r.StatusCode)
+	}
+	if r := do("POST", "/console/dlq/purge", ""); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("purge without the token: %d, want 401", r.StatusCode)
+	}
+	if r := do("GET", "/", "operator-s3cret"); r.StatusCode != http.StatusOK {
+		t.Fatalf("GET / with the token: %d", r.StatusCode)
+	}
+	// Health and metrics stay open, as before.
+	if code, _ := get(t, base+"/health"); code != http.StatusOK {
+		t.Fatalf("/health: %d", code)
 	}
 }

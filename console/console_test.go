@@ -103,7 +103,8 @@ func TestOpenConsoleRendersAndGuardsActions(t *testing.T) {
 		t.Fatalf("GET /: %d, headers %v", code, hdr)
 	}
 	for _, want := range []string{"clamd", "development database only", "APP_MEDIA_REQUESTS", "photo-1", "evil-1",
-		"Eicar-Test", `src="http://127.0.0.1:1/objects/media/p_low.webp"`, `class="r-infected"`, "<svg"} {
+		"Eicar-Test", `src="http://127.0.0.1:1/objects/media/p_low.webp"`, `class="outcome r-infected"`, "<svg",
+		`action="/console/dlq/7/replay"`, `action="/console/dlq/purge"`, "</html>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -143,11 +144,15 @@ func (h *Handler) view(r *http.Request) view {
 }
 
 func (h *Handler) render(w http.ResponseWriter, code int, name string, v any) {
+	// Render to a buffer first: a template error must not leave half a page that looks complete.
+	var buf bytes.Buffer
+	if err := h.tmpl.ExecuteTemplate(&buf, name, v); err != nil {
+		http.Error(w, "rendering the console failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	if err := h.tmpl.ExecuteTemplate(w, name, v); err != nil {
-		fmt.Fprintf(w, "<p>rendering the console failed: %s</p>", template.HTMLEscapeString(err.Error()))
-	}
+	_, _ = buf.WriteTo(w)
 }
 
 func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
