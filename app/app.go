@@ -35,6 +35,8 @@ type App struct {
 	js       jetstream.JetStream
 	store    objstore.Store
 	scanner  *scanner.Scanner
+	sigs     *signatureWatch
+	console  *consoleState
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	gates    map[pipeline.MediaKind]*slots.Gate
@@ -92,6 +94,8 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 	if a.scanner, err = scanner.New(cfg.Scanner); err != nil {
 		return nil, fmt.Errorf("creating scanner: %w", err)
 	}
+	a.sigs = newSignatureWatch(a.scanner, cfg.MaxSignatureAge)
+	a.metrics.watchSignatures(a.sigs.ageSeconds)
 	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, a.scanner, a.metrics)
 	// clamd's defaults pass what they cannot scan as clean: refuse to start against a clamd whose
 	// limits are below our input cap. A clamd that is down is not fatal: jobs wait for it anyway.
@@ -122,7 +126,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 	}
 	wcfg := cfg.Worker
 	wcfg.Slots = cfg.MaxImageJobs + cfg.MaxVideoJobs
-	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, pipe, a.metrics, log); err != nil {
+	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, a.consoleParts().track(pipe), a.metrics, log); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
@@ -45,10 +46,12 @@ type Config struct {
 	S3      s3.Config
 	NATSObj natsobj.Config
 
-	Scanner  scanner.Config
-	Pipeline pipeline.Config
-	Images   transcoder.ImageConfig
-	Videos   transcoder.VideoConfig
+	Scanner scanner.Config
+	// MaxSignatureAge fails readiness when clamd's official signatures are older; 0 never judges them.
+	MaxSignatureAge time.Duration
+	Pipeline        pipeline.Config
+	Images          transcoder.ImageConfig
+	Videos          transcoder.VideoConfig
 
 	HTTPAddr     string // "" disables HTTP
 	ServeObjects bool   // serve /objects/<bucket>/<key> from the NATS object store
@@ -74,12 +77,14 @@ func DefaultConfig() Config {
 		S3:           s3.DefaultConfig(),
 		NATSObj:      natsobj.DefaultConfig(),
 		Scanner:      scanner.DefaultConfig(),
-		Pipeline:     pipeline.DefaultConfig(),
-		Images:       transcoder.DefaultImageConfig(),
-		Videos:       transcoder.DefaultVideoConfig(),
-		HTTPAddr:     "127.0.0.1:8080",
-		ServeObjects: true,
-		ScanAPI:      DefaultScanAPIConfig(),
+		// freshclam checks for updates every 2 hours; three days without one is an outage, not a delay.
+		MaxSignatureAge: 72 * time.Hour,
+		Pipeline:        pipeline.DefaultConfig(),
+		Images:          transcoder.DefaultImageConfig(),
+		Videos:          transcoder.DefaultVideoConfig(),
+		HTTPAddr:        "127.0.0.1:8080",
+		ServeObjects:    true,
+		ScanAPI:         DefaultScanAPIConfig(),
 	}
 	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
 	return c
@@ -109,6 +114,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("storage must be %q or %q, got %q", StorageNATS, StorageS3, c.Storage))
 	}
 	add("scanner", c.Scanner.Validate())
+	if c.MaxSignatureAge < 0 {
+		errs = append(errs, fmt.Errorf("max signature age must not be negative, got %s (0 turns the check off)", c.MaxSignatureAge))
+	}
 	add("pipeline", c.Pipeline.Validate())
 	add("images", c.Images.Validate())
 	add("videos", c.Videos.Validate())

@@ -36,6 +36,7 @@ func (a *App) listenHTTP() error {
 	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}
+	mux.Handle("/", a.consoleHandler())
 	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return nil
 }
@@ -76,6 +77,7 @@ func (a *App) readiness(ctx context.Context) []check {
 	add("consumer", err)
 	add("object_store", a.store.Ping(ctx))
 	add("clamd", a.scanner.Ping(ctx))
+	add("clamd_signatures", a.sigs.check(ctx))
 	add("scratch_disk", a.checkScratch())
 	return out
 }
@@ -118,6 +120,7 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	body["clamd"] = a.sigs.health(ctx)
 	if c, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), a.cfg.Streams.Durable); err == nil {
 		if info, err := c.Info(ctx); err == nil {
 			body["consumer"] = map[string]any{

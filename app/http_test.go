@@ -36,7 +36,7 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("ready: %d %s", code, body)
 	}
-	for _, check := range []string{"nats", "consumer", "object_store", "clamd", "scratch_disk"} {
+	for _, check := range []string{"nats", "consumer", "object_store", "clamd", "clamd_signatures", "scratch_disk"} {
 		if !strings.Contains(body, `"name": "`+check+`"`) {
 			t.Errorf("readiness lacks the %s check: %s", check, body)
 		}
@@ -44,10 +44,19 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 	var health struct {
 		Jobs     map[string]struct{ Active, Max int }
 		Consumer map[string]int
+		Clamd    struct {
+			Engine          string
+			DevDatabase     bool
+			MaxSignatureAge string
+		}
 	}
 	_, body = get(t, base+"/health")
 	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Jobs["image"].Max != 2 || health.Jobs["video"].Max != 1 || health.Consumer == nil {
 		t.Fatalf("health: %v %s", err, body)
+	}
+	// The test clamd has only the dev database: /health says so instead of inventing a date.
+	if c := health.Clamd; !strings.HasPrefix(c.Engine, "1.") || !c.DevDatabase || c.MaxSignatureAge != "72h0m0s" {
+		t.Errorf("health's clamd: %+v in %s", c, body)
 	}
 
 	// One job moves every metric the operations guide lists.
@@ -68,6 +77,7 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 		`mediaworker_bytes_total{direction="out"}`,
 		`mediaworker_jobs_in_flight{kind="video"} 0`,
 		`mediaworker_redeliveries_total 0`,
+		`mediaworker_clamd_signature_age_seconds NaN`, // dev database: no date to judge
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -67,6 +67,15 @@ func newMetrics(gates map[pipeline.MediaKind]*slots.Gate) *metrics {
 	return m
 }
 
+// watchSignatures exports the age of clamd's signature database (NaN while unknown or for a dev
+// database), so a site without freshclam is noticed before a real virus is.
+func (m *metrics) watchSignatures(age func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mediaworker_clamd_signature_age_seconds",
+		Help: "Age of clamd's official signature database; NaN when clamd does not answer or has only a dev database.",
+	}, age))
+}
+
 func kindLabel(k pipeline.MediaKind) string {
 	if k == "" {
 		return "unknown"

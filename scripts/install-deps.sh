@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what mediaworker needs on Debian (12): ffmpeg/ffprobe, libvips (headers for cgo and the vips
-# CLI used by tests), clamd and clamdscan. Only what is missing is installed; it is safe to run again.
+# CLI used by tests), clamd and clamdscan, and headless Chromium for the console's browser test. Only what is missing is installed; it is safe to run again.
 set -euo pipefail
 
 need=()
@@ -12,6 +12,8 @@ command -v clamd    >/dev/null 2>&1 || need+=(clamav-daemon)
 command -v clamdscan >/dev/null 2>&1 || need+=(clamdscan)
 command -v gcc      >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v curl     >/dev/null 2>&1 || need+=(curl)
+# The console's browser test (app/console_browser_test.go) drives Debian's headless Chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 
 if ((${#need[@]})); then
   sudo=""

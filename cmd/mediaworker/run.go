@@ -117,6 +117,7 @@ func bindRun(c *command, cfg *app.Config) {
 
 	fs.StringVar(&cfg.Scanner.Addr, "clamd-addr", cfg.Scanner.Addr, "clamd address: tcp://host:port or unix:///path")
 	durationVar(fs, &cfg.Scanner.ScanTimeout, "clamd-scan-timeout", "longest wait for clamd's verdict")
+	durationVar(fs, &cfg.MaxSignatureAge, "max-signature-age", "readiness fails when clamd's official signatures are older (0: never); a dev database is not judged")
 
 	fs.Int64Var(&cfg.Images.MaxPixels, "max-pixels", cfg.Images.MaxPixels, "refuse images whose header declares more pixels (width × height × frames)")
 	fs.IntVar(&cfg.Images.High, "image-high", cfg.Images.High, "long edge of the high WebP")
@@ -144,9 +145,9 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.Videos.Prlimit, "prlimit", cfg.Videos.Prlimit, "prlimit(1) program that starts ffmpeg/ffprobe under their resource limits")
 	fs.Var(bytesFlag{&cfg.Videos.MaxOutputBytes}, "video-max-output-bytes", "largest encoded MP4; videos that would be larger are refused")
 
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "health, metrics (and, with --storage nats, /objects) listen address; empty disables")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "console, health, metrics (and, with --storage nats, /objects) listen address; empty disables")
 	fs.BoolVar(&cfg.ScanAPI.Enabled, "scan-api", cfg.ScanAPI.Enabled, "serve POST /v1/scan: an API streams an upload's bytes and gets clamd's verdict as JSON")
-	fs.StringVar(&cfg.ScanAPI.Token, "scan-api-token", cfg.ScanAPI.Token, "bearer token /v1/scan requires (empty: none; then keep --http-addr on loopback)")
+	fs.StringVar(&cfg.ScanAPI.Token, "scan-api-token", cfg.ScanAPI.Token, "operator token: /v1/scan and the console require it (empty: none; then keep --http-addr on loopback)")
 	fs.IntVar(&cfg.ScanAPI.Concurrency, "scan-api-concurrency", cfg.ScanAPI.Concurrency, "scans /v1/scan runs at once (its own slots, never the jobs')")
 	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")

@@ -1,0 +1,209 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+)
+
+// chromium runs Debian's headless Chromium once with args and returns its stdout. Each run gets its own
+// profile and a time limit.
+func chromium(t *testing.T, args ...string) []byte {
+	t.Helper()
+	bin := testenv.RequireBinary(t, "chromium")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--disable-extensions", "--disable-background-networking", "--hide-scrollbars", "--mute-audio",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=8000"}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+// TestConsoleInABrowser processes a photo, an EICAR file, a PDF and a short video on a real worker (real
+// NATS, clamd, libvips, ffmpeg), dead-letters an unreadable request, and opens the console in headless
+// Chromium: the page it renders (after its script ran) must name clamd and the queue, list the photo and
+// the virus, and show a preview image that the worker really serves.
+func TestConsoleInABrowser(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, nil)
+	base := "http://" + w.app.HTTPAddr()
+	dir := t.TempDir()
+
+	// A real photo Go ships as test data, not one we generated.
+	photo := filepath.Join(runtime.GOROOT(), "src", "image", "testdata", "video-001.jpeg")
+	eicar := filepath.Join(dir, "invoice.jpg")
+	pdf := filepath.Join(dir, "scan.jpg")
+	if err := os.WriteFile(eicar, []byte(testenv.EICAR), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pdf, []byte(minimalPDF), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	video := testenv.MakeVideo(t, dir, "clip.mov", testenv.VideoOpts{Seconds: 2})
+	photoID := w.request(w.upload(photo, "u/1/holiday.jpg"))
+	virusID := w.request(w.upload(eicar, "u/2/invoice.jpg"))
+	pdfID := w.request(w.upload(pdf, "u/3/scan.jpg"))
+	videoID := w.request(w.upload(video, "u/4/clip.mov"))
+	w.publishRaw([]byte(`{"this is": "not a request"}`), "garbage-1") // no mediaId: dead-lettered at once
+
+	if r := w.await(photoID, 2*time.Minute); !r.Success {
+		t.Fatalf("photo: %+v", r)
+	}
+	if r := w.await(virusID, 2*time.Minute); r.Success || !strings.Contains(r.Error, testenv.EICARSignature) {
+		t.Fatalf("EICAR: %+v", r)
+	}
+	if r := w.await(pdfID, 2*time.Minute); r.Success {
+		t.Fatalf("PDF: %+v", r)
+	}
+	if r := w.await(videoID, 3*time.Minute); !r.Success {
+		t.Fatalf("video: %+v", r)
+	}
+	// The console reads outcomes from the responses stream on its own; wait until it lists them all.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		_, body := get(t, base+"/console/live")
+		for _, id := range []string{photoID, virusID, pdfID, videoID} {
+			if !strings.Contains(body, id) {
+				return fmt.Errorf("the console does not list %s yet", id)
+			}
+		}
+		if !strings.Contains(body, `href="/console/dlq/`) {
+			return fmt.Errorf("the console does not list the dead letter yet")
+		}
+		return nil
+	})
+
+	dom := string(chromium(t, "--window-size=1400,1000", "--dump-dom", base+"/"))
+	for what, want := range map[string]string{
+		"the script ran":           `data-live="on"`,
+		"clamd":                    "<strong>clamd</strong>",
+		"the dev database flag":    "development signature database only",
+		"the queue":                "_MEDIA_REQUESTS",
+		"the consumer":             w.cfg.Streams.Durable,
+		"the photo's mediaId":      photoID,
+		"the virus event":          testenv.EICARSignature,
+		"the virus standing out":   `class="outcome r-infected"`,
+		"the PDF's failure":        "application/pdf",
+		"the dead letter":          `href="/console/dlq/`,
+		"the purge button":         `action="/console/dlq/purge"`,
+		"the whole page":           "<footer",
+		"the throughput chart":     "<rect class=\"r-success\"",
+		"the replay button's CSRF": `name="csrf"`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered console lacks %s (%q)", what, want)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("rendered DOM:\n%s", dom)
+	}
+
+	// Every preview is an <img> of a variant the worker wrote and serves, with its own content type.
+	imgs := regexp.MustCompile(`<img src="([^"]+)"`).FindAllStringSubmatch(dom, -1)
+	var webp, jpeg int
+	for _, m := range imgs {
+		src := strings.ReplaceAll(m[1], "&amp;", "&")
+		resp, err := http.Get(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ct := resp.Header.Get("Content-Type")
+		switch {
+		case resp.StatusCode != 200:
+			t.Errorf("preview %s: %d", src, resp.StatusCode)
+		case ct == "image/webp" && strings.HasSuffix(src, "_low.webp") && bytes.HasPrefix(body, []byte("RIFF")):
+			webp++
+			p := filepath.Join(dir, "preview.webp")
+			os.WriteFile(p, body, 0o644)
+			if info := testenv.DecodeImage(t, p); info.Width > 480 || info.Height > 480 {
+				t.Errorf("the preview is %dx%d, not the low variant", info.Width, info.Height)
+			}
+		case ct == "image/jpeg" && strings.HasSuffix(src, "/poster.jpg"):
+			jpeg++
+		default:
+			t.Errorf("preview %s is %s", src, ct)
+		}
+	}
+	if webp != 1 || jpeg != 1 {
+		t.Errorf("previews: %d WebP and %d poster, want the photo's and the video's (img tags: %d)", webp, jpeg, len(imgs))
+	}
+
+	// Screenshots at a desk and on a phone. MW_CONSOLE_SCREENSHOTS keeps them (docs/console.png is one).
+	shots := os.Getenv("MW_CONSOLE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	for name, size := range map[string][2]int{"console.png": {1400, 1000}, "console-phone.png": {390, 844}} {
+		path, _ := filepath.Abs(filepath.Join(shots, name))
+		chromium(t, "--window-size="+strconv.Itoa(size[0])+","+strconv.Itoa(size[1]), "--screenshot="+path, base+"/")
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width != size[0] || cfg.Height != size[1] {
+			t.Errorf("screenshot %s: %dx%d, %v; want %dx%d", name, cfg.Width, cfg.Height, err, size[0], size[1])
+		}
+	}
+}
+
+// TestConsoleNeedsTheOperatorToken: with --scan-api-token set, the console follows the scan API's rule
+// (the token, as a bearer header or through the login form), and its actions need it too.
+func TestConsoleNeedsTheOperatorToken(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.ScanAPI.Token = "operator-s3cret" })
+	base := "http://" + w.app.HTTPAddr()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path, token string) *http.Response {
+		req, _ := http.NewRequest(method, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if r := do("GET", "/", ""); r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/console/login" {
+		t.Fatalf("GET / without the token: %d → %q, want the login form", r.StatusCode, r.Header.Get("Location"))
+	}
+	if r := do("GET", "/", "wrong"); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("GET / with a wrong token: %d", r.StatusCode)
+	}
+	if r := do("POST", "/console/dlq/purge", ""); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("purge without the token: %d, want 401", r.StatusCode)
+	}
+	if r := do("GET", "/", "operator-s3cret"); r.StatusCode != http.StatusOK {
+		t.Fatalf("GET / with the token: %d", r.StatusCode)
+	}
+	// Health and metrics stay open, as before.
+	if code, _ := get(t, base+"/health"); code != http.StatusOK {
+		t.Fatalf("/health: %d", code)
+	}
+}

@@ -1,0 +1,287 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mediaworker/mediaworker/console"
+	"github.com/mediaworker/mediaworker/contracts"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// recentOutcomes is how many outcomes the console lists; seedMessages is how many of the newest
+// messages of the responses stream are read at start at least (an infected upload writes two).
+const (
+	recentOutcomes = 50
+	seedMessages   = 2 * recentOutcomes
+	rememberedJobs = 500 // durations kept for joining with responses
+)
+
+// consoleState is what the console knows beyond what NATS and the parts answer on demand: the jobs this
+// instance holds, their durations, the recent outcomes and the throughput ring. The outcomes come from
+// the responses stream (every instance's, and from before a restart), not from this process's memory.
+type consoleState struct {
+	streams natsjs.Config
+	log     zerolog.Logger
+	ring    *console.Ring
+
+	mu        sync.Mutex
+	jobs      map[uint64]*console.Job
+	nextJob   uint64
+	durations map[string]jobEnd // by mediaId, for jobs this instance ran
+	order     []string          // durations' keys, oldest first
+	recent    []console.Outcome // newest first
+	viruses   map[string]contracts.VirusEvent
+
+	stop func()
+}
+
+type jobEnd struct {
+	kind     string
+	duration time.Duration
+}
+
+func newConsoleState(streams natsjs.Config, log zerolog.Logger) *consoleState {
+	return &consoleState{streams: streams, log: log, ring: &console.Ring{}, jobs: map[uint64]*console.Job{},
+		durations: map[string]jobEnd{}, viruses: map[string]contracts.VirusEvent{}, stop: func() {}}
+}
+
+// track wraps the pipeline so the console sees the jobs in hand and how long each took.
+func (s *consoleState) track(p natsjs.Processor) natsjs.Processor { return trackedProcessor{p, s} }
+
+type trackedProcessor struct {
+	next natsjs.Processor
+	s    *consoleState
+}
+
+func (t trackedProcessor) Process(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	s := t.s
+	start := time.Now()
+	s.mu.Lock()
+	s.nextJob++
+	id := s.nextJob
+	s.jobs[id] = &console.Job{MediaID: req.MediaID, Started: start, Progress: -1}
+	s.mu.Unlock()
+
+	out := t.next.Process(ctx, req)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.jobs, id)
+	if out.Kind != pipeline.Retry {
+		if _, ok := s.durations[req.MediaID]; !ok {
+			s.order = append(s.order, req.MediaID)
+		}
+		s.durations[req.MediaID] = jobEnd{kind: string(out.MediaKind), duration: time.Since(start)}
+		if len(s.order) > rememberedJobs {
+			delete(s.durations, s.order[0])
+			s.order = s.order[1:]
+		}
+		// The worker publishes the response after this returns, so it normally finds the duration;
+		// fill it in should the response have been listed first (a redelivery settling late).
+		for i := range s.recent {
+			if s.recent[i].MediaID == req.MediaID && s.recent[i].Duration == 0 {
+				s.recent[i].Duration = time.Since(start)
+			}
+		}
+	}
+	return out
+}
+
+// progressed records a progress report (videos publish them while they transcode).
+func (s *consoleState) progressed(p contracts.Progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.jobs {
+		if j.MediaID == p.MediaID {
+			j.Progress = p.Percent / 100
+			j.Kind = string(pipeline.Video)
+		}
+	}
+}
+
+func (s *consoleState) inFlight() []console.Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]console.Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		out = append(out, *j)
+	}
+	slices.SortFunc(out, func(a, b console.Job) int { return a.Started.Compare(b.Started) })
+	return out
+}
+
+func (s *consoleState) outcomes() ([]console.Outcome, *console.Ring) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.recent), s.ring
+}
+
+// start follows the responses stream (seeded with the last hour, or the newest seedMessages when that
+// reaches further back) and the progress subjects, until stop.
+func (s *consoleState) start(js jetstream.JetStream) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	subj := s.streams.Subjects()
+	sub, err := js.Conn().Subscribe(subj.ProgressWildcard(), func(m *nats.Msg) {
+		var p contracts.Progress
+		if json.Unmarshal(m.Data, &p) == nil {
+			s.progressed(p)
+		}
+	})
+	if err != nil {
+		s.log.Warn().Err(err).Msg("console: subscribing to job progress failed; progress bars stay empty")
+	}
+	go func() {
+		defer close(done)
+		for {
+			err := s.follow(ctx, js)
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn().Err(err).Msg("console: reading the responses stream failed; trying again in 5s")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	s.stop = sync.OnceFunc(func() {
+		cancel()
+		<-done
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+	})
+}
+
+// follow reads the responses stream with an ordered consumer until ctx ends or reading fails.
+func (s *consoleState) follow(ctx context.Context, js jetstream.JetStream) error {
+	stream, err := js.Stream(ctx, s.streams.ResponsesStream())
+	if err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
+	hourAgo := time.Now().Add(-time.Hour)
+	if last := info.State.LastSeq; info.State.Msgs > 0 {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &hourAgo
+		if last > seedMessages {
+			// When the newest seedMessages reach back more than an hour, start there instead.
+			if m, err := stream.GetMsg(ctx, last-seedMessages+1); err == nil && m.Time.Before(hourAgo) {
+				cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, m.Sequence
+			}
+		} else {
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverAllPolicy, nil
+		}
+	}
+	// A restart of the follower reads the same messages again: start from a clean list.
+	s.mu.Lock()
+	s.recent, s.ring = nil, &console.Ring{}
+	s.mu.Unlock()
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); msgs.Stop() }()
+	for {
+		m, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		s.record(m.Subject(), m.Data(), meta.Timestamp)
+	}
+}
+
+// record adds one message of the responses stream: a virus event is remembered until its response
+// arrives; a response becomes an outcome.
+func (s *consoleState) record(subject string, data []byte, at time.Time) {
+	subj := s.streams.Subjects()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if subject == subj.Virus {
+		var v contracts.VirusEvent
+		if json.Unmarshal(data, &v) == nil && v.MediaID != "" {
+			s.viruses[v.MediaID] = v
+		}
+		return
+	}
+	if subject != subj.Response {
+		return
+	}
+	var r contracts.Response
+	if json.Unmarshal(data, &r) != nil || r.MediaID == "" {
+		return
+	}
+	o := outcomeOf(r, at)
+	if v, ok := s.viruses[r.MediaID]; ok {
+		o.Result, o.Virus, o.Action = console.ResultInfected, v.VirusName, v.ActionTaken
+		delete(s.viruses, r.MediaID)
+	}
+	if end, ok := s.durations[r.MediaID]; ok {
+		o.Duration = end.duration
+		if o.Kind == "" {
+			o.Kind = end.kind
+		}
+	}
+	s.ring.Add(at, o.Result)
+	s.recent = slices.Insert(s.recent, 0, o)
+	if len(s.recent) > recentOutcomes {
+		s.recent = s.recent[:recentOutcomes]
+	}
+	if len(s.viruses) > recentOutcomes { // events whose response never came: do not grow forever
+		clear(s.viruses)
+	}
+}
+
+// outcomeOf reads a response as the console lists it. The preview is a URL the response carries (the
+// low WebP, or a video's poster), so the page shows nothing /objects would not serve to the API anyway.
+func outcomeOf(r contracts.Response, at time.Time) console.Outcome {
+	o := console.Outcome{MediaID: r.MediaID, Time: at, Error: r.Error, Result: console.ResultFailed}
+	switch {
+	case r.Success:
+		o.Result = console.ResultSuccess
+	case strings.HasPrefix(r.Error, "virus detected"):
+		o.Result = console.ResultInfected
+		o.Virus = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(r.Error, "virus detected"), ":"))
+	case strings.HasPrefix(r.Error, "gave up after"):
+		o.Result = console.ResultGaveUp
+	}
+	if r.Metadata != nil {
+		if kind, _, ok := strings.Cut(r.Metadata.MIME, "/"); ok && (kind == "image" || kind == "video") {
+			o.Kind = kind
+		}
+	}
+	for _, v := range r.Processed {
+		switch {
+		case v.Format == contracts.FormatWebP && v.Quality == contracts.QualityLow:
+			o.PreviewURL, o.Kind = v.URL, string(pipeline.Image)
+		case v.Format == contracts.FormatJPG && v.Quality == contracts.QualityThumbnail:
+			o.PreviewURL, o.Kind = v.URL, string(pipeline.Video)
+		}
+	}
+	return o
+}

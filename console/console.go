@@ -1,0 +1,149 @@
+// Package console is the operator's page at the HTTP root: dependencies, queues, throughput, jobs in
+// flight, recent outcomes and the dead-letter stream, at a glance and in a browser, for sites that run no
+// Prometheus or Grafana.
+//
+// It is a view: everything it shows comes through the Source interface declared here, which the app
+// implements from its parts, so this package imports nothing of the worker's. The HTML is rendered on
+// the server (html/template); the CSS, a little JS and the templates are embedded, so there is no CDN
+// and no build step. The page polls a fragment of itself every few seconds.
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is a traffic light.
+type State string
+
+const (
+	OK   State = "ok"   // green
+	Warn State = "warn" // amber: works, but look at the reason
+	Fail State = "fail" // red: jobs that need it wait
+)
+
+// Dependency is one thing the worker needs, with its state and why.
+type Dependency struct {
+	Name   string // "nats", "clamd", ...
+	Detail string // what it is: "embedded, 127.0.0.1:4222", "ClamAV 1.4.6, signatures 27500 (Nov 20)"
+	State  State
+	Reason string // why it is not OK (or a note when it is)
+}
+
+// Queue is one consumer (a lane) of the worker's streams.
+type Queue struct {
+	Stream      string
+	Consumer    string
+	Pending     uint64 // not yet delivered
+	AckPending  int    // delivered, not yet acknowledged: in flight
+	Redelivered int    // delivered more than once and not yet acknowledged
+	Waiting     int    // pull requests waiting (instances with a free slot)
+	DeadLetters int    // dead letters that came from this consumer's stream (of those listed)
+	Error       string // the consumer could not be read
+}
+
+// Slots is one media kind's transform pool on this instance.
+type Slots struct {
+	Kind    string
+	Active  int
+	Max     int
+	Waiting int
+}
+
+// Job is one job this instance holds now.
+type Job struct {
+	MediaID  string
+	Kind     string    // "" until detected
+	Started  time.Time // when this delivery started
+	Progress float64   // 0–1; < 0 when the job reports none (images)
+}
+
+// Outcome is one settled request, as its response (and virus event) on the responses stream tell.
+type Outcome struct {
+	MediaID    string
+	Kind       string // image, video or "" when the response does not tell
+	Result     string // one of the Result* constants
+	Error      string
+	Virus      string        // the virus name for infected uploads
+	Action     string        // what was done with an infected upload
+	Duration   time.Duration // 0 when unknown (settled by another instance or before a restart)
+	Time       time.Time     // when the response was published
+	PreviewURL string        // the low WebP of an image or a video's poster, from the response itself
+}
+
+// Results, as the chart and the table name them.
+const (
+	ResultSuccess  = "success"
+	ResultFailed   = "failed"
+	ResultInfected = "infected"
+	ResultGaveUp   = "gave up"
+)
+
+// Results lists the results in the chart's stacking order.
+var Results = []string{ResultSuccess, ResultFailed, ResultInfected, ResultGaveUp}
+
+// DeadLetter is one entry of the dead-letter stream.
+type DeadLetter struct {
+	Seq        uint64
+	Time       time.Time
+	MediaID    string
+	Reason     string
+	LastError  string
+	Deliveries int
+	Stream     string // where the request came from
+	Payload    string
+	Headers    map[string][]string
+}
+
+// Snapshot is everything the page shows, read at one moment.
+type Snapshot struct {
+	Instance     string // e.g. the host name
+	Dependencies []Dependency
+	Queues       []Queue
+	Slots        []Slots
+	DeadLetters  int          // entries in the dead-letter stream
+	RecentDead   []DeadLetter // the newest few
+	InFlight     []Job
+	Recent       []Outcome // newest first
+	Throughput   *Ring
+}
+
+// Source gives the console its data and carries out its actions. Every method gets a context bounded
+// by the request and must not block past it.
+type Source interface {
+	Snapshot(ctx context.Context) Snapshot
+	DeadLetter(ctx context.Context, seq uint64) (DeadLetter, error)
+	Replay(ctx context.Context, seq uint64) error
+	Delete(ctx context.Context, seq uint64) error
+	Purge(ctx context.Context) (uint64, error)
+}
+
+// ErrNotFound is what Source returns for a dead letter that is not (or no longer) there.
+var ErrNotFound = errors.New("no such dead letter")
+
+// Config says who may use the console.
+type Config struct {
+	// Token is the operator token. When set, every page and action needs it: as "Authorization:
+	// Bearer <token>", or once through the login form, which sets an HttpOnly, SameSite=Strict cookie.
+	Token string
+	// Open allows use without a token. Set it only when the listener is on loopback and Token is empty;
+	// with neither, the console refuses everyone and says which setting to change.
+	Open bool
+	// TokenFlag names the setting that holds Token, for the messages that tell an operator what to set.
+	TokenFlag string
+	// Refresh is how often the page reloads its data; 0 means 3 s.
+	Refresh time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Open && c.Token != "" {
+		return fmt.Errorf("console: open (no token) and a token at once: leave %s empty for an open console on loopback", c.TokenFlag)
+	}
+	if c.Refresh < 0 {
+		return fmt.Errorf("console: refresh must not be negative, got %s", c.Refresh)
+	}
+	return nil
+}

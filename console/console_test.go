@@ -1,0 +1,269 @@
+package console
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeSource is a Source for the console's own logic (auth, CSRF, routing, rendering); the app's tests
+// run it against a real worker.
+type fakeSource struct {
+	mu       sync.Mutex
+	snap     Snapshot
+	replayed []uint64
+	deleted  []uint64
+	purged   int
+}
+
+func (f *fakeSource) Snapshot(context.Context) Snapshot { return f.snap }
+func (f *fakeSource) DeadLetter(_ context.Context, seq uint64) (DeadLetter, error) {
+	if seq != 7 {
+		return DeadLetter{}, ErrNotFound
+	}
+	return DeadLetter{Seq: 7, MediaID: "m-7", Reason: "max-deliveries", Payload: `{"mediaId":"m-7"}`,
+		Headers: map[string][]string{"Mw-Reason": {"max-deliveries"}}}, nil
+}
+func (f *fakeSource) Replay(_ context.Context, seq uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replayed = append(f.replayed, seq)
+	return nil
+}
+func (f *fakeSource) Delete(_ context.Context, seq uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, seq)
+	return nil
+}
+func (f *fakeSource) Purge(context.Context) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.purged++
+	return 3, nil
+}
+
+func newServer(t *testing.T, cfg Config) (*httptest.Server, *fakeSource) {
+	t.Helper()
+	src := &fakeSource{}
+	ring := &Ring{}
+	now := time.Now()
+	ring.Add(now, ResultSuccess)
+	ring.Add(now, ResultInfected)
+	src.snap = Snapshot{
+		Dependencies: []Dependency{{Name: "clamd", Detail: "ClamAV 1.4.6", State: Warn, Reason: "development database only"}},
+		Queues:       []Queue{{Stream: "APP_MEDIA_REQUESTS", Consumer: "mediaworker", Pending: 4}},
+		DeadLetters:  1,
+		RecentDead:   []DeadLetter{{Seq: 7, MediaID: "m-7", Reason: "max-deliveries"}},
+		Recent: []Outcome{
+			{MediaID: "photo-1", Kind: "image", Result: ResultSuccess, Time: now, PreviewURL: "http://127.0.0.1:1/objects/media/p_low.webp"},
+			{MediaID: "evil-1", Result: ResultInfected, Virus: "Eicar-Test", Time: now, PreviewURL: "javascript:alert(1)"},
+		},
+		Throughput: ring,
+	}
+	h, err := New(src, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, src
+}
+
+func noRedirect() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func fetch(t *testing.T, c *http.Client, req *http.Request) (int, string, http.Header) {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func TestOpenConsoleRendersAndGuardsActions(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	c := noRedirect()
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	code, body, hdr := fetch(t, c, req)
+	if code != 200 || !strings.Contains(hdr.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Fatalf("GET /: %d, headers %v", code, hdr)
+	}
+	for _, want := range []string{"clamd", "development database only", "APP_MEDIA_REQUESTS", "photo-1", "evil-1",
+		"Eicar-Test", `src="http://127.0.0.1:1/objects/media/p_low.webp"`, `class="outcome r-infected"`, "<svg",
+		`action="/console/dlq/7/replay"`, `action="/console/dlq/purge"`, "</html>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "javascript:") {
+		t.Error("a javascript: preview URL reached the page")
+	}
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatal("no CSRF token in the page's forms")
+	}
+
+	post := func(path string, form url.Values, hdr map[string]string) (int, string, http.Header) {
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		return fetch(t, c, req)
+	}
+	if code, _, _ := post("/console/dlq/7/replay", url.Values{}, nil); code != 403 {
+		t.Errorf("replay without a CSRF token: %d, want 403", code)
+	}
+	if code, _, _ := post("/console/dlq/7/replay", url.Values{"csrf": {m[1]}}, map[string]string{"Origin": "http://evil.example"}); code != 403 {
+		t.Errorf("replay from another origin: %d, want 403", code)
+	}
+	if code, _, _ := post("/console/dlq/purge", url.Values{"csrf": {m[1]}}, map[string]string{"Sec-Fetch-Site": "cross-site"}); code != 403 {
+		t.Errorf("purge from another site: %d, want 403", code)
+	}
+	if len(src.replayed)+src.purged != 0 {
+		t.Fatalf("refused actions ran: replayed %v, purged %d", src.replayed, src.purged)
+	}
+	code, _, hdr = post("/console/dlq/7/replay", url.Values{"csrf": {m[1]}}, map[string]string{"Origin": srv.URL})
+	if code != http.StatusSeeOther || len(src.replayed) != 1 || src.replayed[0] != 7 {
+		t.Fatalf("replay: %d, replayed %v", code, src.replayed)
+	}
+	req, _ = http.NewRequest("GET", srv.URL+hdr.Get("Location"), nil)
+	if _, body, _ := fetch(t, c, req); !strings.Contains(body, "Dead letter 7 was published to the request subject again.") {
+		t.Error("the page after a replay does not say it happened")
+	}
+	if code, _, _ := post("/console/dlq/7/delete", url.Values{"csrf": {m[1]}}, nil); code != http.StatusSeeOther || len(src.deleted) != 1 {
+		t.Errorf("delete: %d, deleted %v", code, src.deleted)
+	}
+	if code, _, _ := post("/console/dlq/purge", url.Values{"csrf": {m[1]}}, nil); code != http.StatusSeeOther || src.purged != 1 {
+		t.Errorf("purge: %d, purged %d", code, src.purged)
+	}
+
+	for path, want := range map[string]int{"/console/dlq/7": 200, "/console/dlq/8": 404, "/console/dlq/x": 400,
+		"/nothing-here": 404, "/console/assets/console.css": 200, "/console/live": 200} {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		if code, _, _ := fetch(t, c, req); code != want {
+			t.Errorf("GET %s: %d, want %d", path, code, want)
+		}
+	}
+}
+
+func TestTokenConsole(t *testing.T) {
+	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token"})
+	c := noRedirect()
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	if code, _, hdr := fetch(t, c, req); code != http.StatusSeeOther || hdr.Get("Location") != "/console/login" {
+		t.Fatalf("GET / without a token: %d → %q, want the login form", code, hdr.Get("Location"))
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/console/live", nil)
+	if code, _, _ := fetch(t, c, req); code != 401 {
+		t.Fatalf("GET /console/live without a token: %d, want 401", code)
+	}
+	req, _ = http.NewRequest("POST", srv.URL+"/console/dlq/purge", nil)
+	if code, _, _ := fetch(t, c, req); code != 401 {
+		t.Fatalf("purge without a token: %d, want 401", code)
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/", nil)
+	req.Header.Set("Authorization", "Bearer op-token")
+	if code, body, _ := fetch(t, c, req); code != 200 || !strings.Contains(body, "photo-1") {
+		t.Fatalf("GET / with the bearer token: %d", code)
+	}
+	// A script with the bearer token needs no CSRF token: no browser adds that header by itself.
+	req, _ = http.NewRequest("POST", srv.URL+"/console/dlq/7/replay", nil)
+	req.Header.Set("Authorization", "Bearer op-token")
+	if code, _, _ := fetch(t, c, req); code != http.StatusSeeOther {
+		t.Fatalf("replay with the bearer token: %d", code)
+	}
+
+	login := func(token string) *http.Response {
+		resp, err := c.PostForm(srv.URL+"/console/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := login("wrong"); resp.StatusCode != 401 || len(resp.Cookies()) != 0 {
+		t.Fatalf("wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	resp := login("op-token")
+	var session *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == sessionCookie {
+			session = ck
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login: %d, cookie %+v", resp.StatusCode, session)
+	}
+	if strings.Contains(session.Value, "op-token") {
+		t.Fatal("the cookie carries the token itself")
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/", nil)
+	req.AddCookie(session)
+	if code, body, _ := fetch(t, c, req); code != 200 || !strings.Contains(body, "log out") {
+		t.Fatalf("GET / with the cookie: %d", code)
+	}
+}
+
+func TestNoTokenBeyondLoopbackRefuses(t *testing.T) {
+	srv, _ := newServer(t, Config{TokenFlag: "--scan-api-token"})
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	code, body, _ := fetch(t, noRedirect(), req)
+	if code != 403 || !strings.Contains(body, "--scan-api-token") {
+		t.Fatalf("open to the network without a token: %d %q, want 403 naming the setting", code, body)
+	}
+}
+
+func TestRingKeepsTheLastHour(t *testing.T) {
+	var r Ring
+	now := time.Date(2026, 11, 22, 12, 30, 30, 0, time.UTC)
+	r.Add(now, ResultSuccess)
+	r.Add(now.Add(-10*time.Second), ResultSuccess)
+	r.Add(now.Add(-5*time.Minute), ResultFailed)
+	r.Add(now.Add(-59*time.Minute), ResultGaveUp)
+	r.Add(now.Add(-61*time.Minute), ResultSuccess) // too old: not in the hour
+	r.Add(now, "retry")                            // not a result the chart shows
+	s := r.Series(now)
+	if len(s) != Minutes || !s[len(s)-1].Start.Equal(now.Truncate(time.Minute)) {
+		t.Fatalf("series: %d minutes ending %v", len(s), s[len(s)-1].Start)
+	}
+	total := [4]int{}
+	for _, m := range s {
+		for k, n := range m.Counts {
+			total[k] += n
+		}
+	}
+	if total != [4]int{2, 1, 0, 1} || s[len(s)-1].Counts[0] != 2 || s[len(s)-6].Counts[1] != 1 {
+		t.Fatalf("totals %v; last minute %v", total, s[len(s)-1].Counts)
+	}
+	// An hour later the slots are reused, and the old counts are gone.
+	later := now.Add(time.Hour)
+	r.Add(later, ResultInfected)
+	total = [4]int{}
+	for _, m := range r.Series(later) {
+		for k, n := range m.Counts {
+			total[k] += n
+		}
+	}
+	if total != [4]int{0, 0, 1, 0} {
+		t.Fatalf("an hour later: %v", total)
+	}
+	c := buildChart(r.Series(later))
+	if c.Sum != 1 || c.Max != 2 || len(c.Bars) != Minutes {
+		t.Fatalf("chart: sum %d, max %d, %d bars", c.Sum, c.Max, len(c.Bars))
+	}
+}
