@@ -51,7 +51,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			return probed{}, lerr
 		}
 		if te.exitCode > 0 && !te.systemFailure() {
-			return probed{}, badInput("not a supported video (mp4, mov, mkv or webm)", err)
+			return probed{}, badInput("not a supported video ("+supportedVideos+")", err)
 		}
 		return probed{}, internal("probing video", err)
 	}
@@ -120,13 +120,17 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	p.streams = len(raw.Streams)
 	p.info.Container = containerName(raw.Format.FormatName, raw.Format.Tags["major_brand"], codecs)
 	if p.videoStream < 0 {
+		if p.audioStream >= 0 {
+			return probed{}, badInput(fmt.Sprintf("the file has no video stream, only audio (%s): audio alone is not supported", p.info.AudioCodec), nil)
+		}
 		return probed{}, badInput("the file has no video stream", nil)
 	}
 	return p, nil
 }
 
 // containerName names the container the way people do: ffprobe reports one demuxer for the whole
-// mp4/mov family and one for matroska/webm.
+// mp4/mov family and one for matroska/webm. The others keep their demuxer's name: avi, mpegts, mpeg
+// (a program stream).
 func containerName(formatName, brand string, codecs []string) string {
 	switch {
 	case strings.HasPrefix(formatName, "mov,"):

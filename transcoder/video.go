@@ -127,7 +127,7 @@ type VideoInfo struct {
 	Width, Height int     // frame size, rotation applied (not scaled by a non-square pixel aspect ratio)
 	VideoCodec    string  // e.g. "h264"
 	AudioCodec    string  // "" without audio
-	Container     string  // mp4, mov, matroska or webm
+	Container     string  // mp4, mov, matroska, webm, avi, mpegts or mpeg (MPEG-PS)
 	HasAudio      bool
 }
 
@@ -157,10 +157,18 @@ const (
 )
 
 const (
-	// inputFormats are the only demuxers ffmpeg may use on an upload. The whitelist also applies
-	// to nested demuxers, which is what stops an .mp4-named ffconcat, HLS or image2 file from making
-	// ffmpeg read other local files (-protocol_whitelist file alone does not).
-	inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm"
+	// inputFormats are the only demuxers ffmpeg may use on an upload, one per container devices
+	// write (ffmpeg 5.1's names, `ffmpeg -demuxers`): "mov,mp4,m4a,3gp,3g2,mj2" (phones, cameras,
+	// browsers), "matroska,webm" (screen recorders, browsers), "avi" (older cameras, dashcams),
+	// "mpegts" (camcorders' AVCHD .mts/.m2ts, 192-byte packets included; TV recordings) and "mpeg"
+	// (MPEG-PS: DVD camcorders, .mpg, .vob). Each matches what pipeline.Detect accepts. The whitelist
+	// also applies to nested demuxers (an AVI's embedded subtitle file, say), which is what stops an
+	// .mp4- or .ts-named ffconcat, HLS or image2 file from making ffmpeg read other local files
+	// (-protocol_whitelist file alone does not). Not taken: flv, asf/wmv, ogg, rm (no device we
+	// serve writes them any more), mpegtsraw and mpegvideo (raw streams, no container), dv and mxf.
+	inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,mpeg"
+	// supportedVideos names the containers for people, in errors.
+	supportedVideos = "mp4, mov, 3gp, mkv, webm, avi, mpeg-ts (mts, m2ts) or mpeg-ps (mpg, vob)"
 	// maxAllocBytes caps any single allocation ffmpeg makes (-max_alloc), so a header asking for a huge
 	// buffer fails instead of exhausting memory. An 8K frame is about 50 MB.
 	maxAllocBytes = 512 << 20

@@ -28,7 +28,8 @@ type DeviceClip struct {
 	Name          string // file name in dir, its extension as the device writes it
 	Width, Height int    // stored frame size (before any rotation); default 320×180
 	Seconds       float64
-	// Format is ffmpeg's muxer: mov, mp4, matroska, webm, avi, mpegts, vob, mpeg.
+	// Format is ffmpeg's muxer: mov, mp4, matroska, webm, avi, mpegts, vob, mpeg (and flv, asf for
+	// containers the worker refuses).
 	Format string
 	// M2TS writes an MPEG-TS with 192-byte packets (a 4-byte timestamp before each 188-byte
 	// packet), as AVCHD camcorders write .mts/.m2ts files.
