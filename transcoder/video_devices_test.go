@@ -2,6 +2,7 @@ package transcoder_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -55,6 +56,67 @@ func TestVideoDeviceContainers(t *testing.T) {
 			}
 			checkMP4(t, res, out, tc.w, tc.h, tc.audio)
 			checkPoster(t, res, out, tc.w, tc.h)
+		})
+	}
+}
+
+// TestVideoHDRToSDR: HLG and PQ sources (a portrait phone clip with a rotation matrix, an HDR10 clip,
+// VP9 HDR from a browser or camera export) come out as 8-bit H.264 tagged BT.709, upright, and look
+// like the SDR pattern they were made from: neither washed out (what a player shows when HDR is
+// passed on or ignored) nor darkened. The untreated source, measured the same way, is the control
+// that shows the check can fail.
+func TestVideoHDRToSDR(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	ref := testenv.MeasureFrame(t, testenv.SDRReference(t, dir, 320, 180))
+	cases := []struct {
+		name  string
+		path  string
+		hdr   string
+		w, h  int
+		audio bool
+	}{
+		{"HLG HEVC portrait phone clip", testenv.MakePhoneHLG(t, dir), "hlg", 180, 320, true},
+		{"PQ HEVC clip", testenv.MakePQClip(t, dir), "pq", 320, 180, true},
+		{"PQ VP9 WebM", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "hdr.webm", Format: "webm",
+			VCodec: "libvpx-vp9", ACodec: "libopus", Transfer: testenv.TransferPQ}), "pq", 320, 180, true},
+		// 8-bit HLG H.264/AAC in MP4, as some cameras write: everything else about it would be copied.
+		{"HLG 8-bit H.264 MP4", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "hlg8.mp4", Format: "mp4",
+			VCodec: "libx264", ACodec: "aac", Transfer: testenv.TransferHLG, EightBit: true}), "hlg", 320, 180, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			untreated := testenv.MeasureFrame(t, tc.path)
+			if untreated.Saturation > 0.5*ref.Saturation {
+				t.Fatalf("control: the untreated source has saturation %.0f, the SDR pattern %.0f: not washed out?", untreated.Saturation, ref.Saturation)
+			}
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), tc.path, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			if res.Source.HDR != tc.hdr || res.MP4.HDR != "" {
+				t.Errorf("source HDR %q, MP4 HDR %q; want %q and none", res.Source.HDR, res.MP4.HDR, tc.hdr)
+			}
+			if res.Remuxed {
+				t.Error("an HDR source was remuxed")
+			}
+			checkMP4(t, res, out, tc.w, tc.h, tc.audio)
+			checkPoster(t, res, out, tc.w, tc.h)
+			c := testenv.ProbeColour(t, res.MP4Path)
+			if c.Codec != "h264" || c.PixFmt != "yuv420p" || c.Primaries != "bt709" || c.Transfer != "bt709" || c.Space != "bt709" ||
+				c.DisplayWidth != tc.w || c.DisplayHeight != tc.h || c.Rotate != 0 {
+				t.Errorf("MP4 video %+v, want h264 yuv420p tagged bt709, %dx%d upright", c, tc.w, tc.h)
+			}
+			for _, f := range []string{res.MP4Path, res.PosterPath} {
+				got := testenv.MeasureFrame(t, f)
+				t.Logf("%s: luma %.0f saturation %.0f (SDR pattern %.0f/%.0f, untreated %.0f/%.0f)", filepath.Base(f),
+					got.Luma, got.Saturation, ref.Luma, ref.Saturation, untreated.Luma, untreated.Saturation)
+				if got.Saturation < 0.65*ref.Saturation || math.Abs(got.Luma-ref.Luma) > 0.2*ref.Luma {
+					t.Errorf("%s looks washed out or dark: luma %.0f saturation %.0f, SDR pattern %.0f/%.0f",
+						filepath.Base(f), got.Luma, got.Saturation, ref.Luma, ref.Saturation)
+				}
+			}
 		})
 	}
 }

@@ -85,6 +85,9 @@ func checkPoster(t *testing.T, res transcoder.VideoResult, outDir string, wantW,
 	if res.PosterErr != nil || res.PosterPath != filepath.Join(outDir, "poster.jpg") {
 		t.Fatalf("poster %q, error %v", res.PosterPath, res.PosterErr)
 	}
+	if res.PosterWidth != wantW || res.PosterHeight != wantH {
+		t.Errorf("result says the poster is %dx%d, want %dx%d", res.PosterWidth, res.PosterHeight, wantW, wantH)
+	}
 	info := testenv.DecodeImage(t, res.PosterPath)
 	if info.Loader != "jpegload" || info.Width != wantW || info.Height != wantH {
 		t.Errorf("poster is %dx%d (%s), want a %dx%d JPEG", info.Width, info.Height, info.Loader, wantW, wantH)

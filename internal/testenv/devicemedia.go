@@ -40,6 +40,8 @@ type DeviceClip struct {
 	// (not just tagged) from SDR BT.709 to 10-bit BT.2020 with that transfer, with SDR white at
 	// 100 cd/m², so a correct tone map gives back about the SDR pattern.
 	Transfer string
+	// EightBit keeps an HDR clip's samples 8-bit (as some cameras write HLG H.264) instead of 10.
+	EightBit bool
 	// Rotate90 (mov/mp4) stores a display matrix "turn 90° to view", as phones do for upright videos.
 	Rotate90 bool
 }
@@ -62,8 +64,12 @@ func MakeDeviceClip(t testing.TB, dir string, c DeviceClip) string {
 	switch c.Transfer {
 	case "":
 	case TransferHLG, TransferPQ:
+		pixFmt := "yuv420p10le"
+		if c.EightBit {
+			pixFmt = "yuv420p"
+		}
 		args = append(args,
-			"-vf", "zscale=tin=bt709:min=bt709:pin=bt709:rin=tv:t="+c.Transfer+":m=2020_ncl:p=bt2020:r=tv:npl=100,format=yuv420p10le",
+			"-vf", "zscale=tin=bt709:min=bt709:pin=bt709:rin=tv:t="+c.Transfer+":m=2020_ncl:p=bt2020:r=tv:npl=100,format="+pixFmt,
 			"-color_primaries", "bt2020", "-color_trc", c.Transfer, "-colorspace", "bt2020nc", "-color_range", "tv")
 	default:
 		t.Fatalf("MakeDeviceClip: unknown transfer %q", c.Transfer)
