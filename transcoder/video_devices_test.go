@@ -61,7 +61,7 @@ func TestVideoDeviceContainers(t *testing.T) {
 }
 
 // TestVideoHDRToSDR: HLG and PQ sources (a portrait phone clip with a rotation matrix, an HDR10 clip,
-// VP9 HDR from a browser or camera export) come out as 8-bit H.264 tagged BT.709, upright, and look
+// VP9 and AV1 HDR from a browser or camera export) come out as 8-bit H.264 tagged BT.709, upright, and look
 // like the SDR pattern they were made from: neither washed out (what a player shows when HDR is
 // passed on or ignored) nor darkened. The untreated source, measured the same way, is the control
 // that shows the check can fail.
@@ -80,6 +80,8 @@ func TestVideoHDRToSDR(t *testing.T) {
 		{"PQ HEVC clip", testenv.MakePQClip(t, dir), "pq", 320, 180, true},
 		{"PQ VP9 WebM", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "hdr.webm", Format: "webm",
 			VCodec: "libvpx-vp9", ACodec: "libopus", Transfer: testenv.TransferPQ}), "pq", 320, 180, true},
+		{"HLG AV1 MKV", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "hlg_av1.mkv", Format: "matroska",
+			VCodec: "libsvtav1", ACodec: "libopus", Transfer: testenv.TransferHLG}), "hlg", 320, 180, true},
 		// 8-bit HLG H.264/AAC in MP4, as some cameras write: everything else about it would be copied.
 		{"HLG 8-bit H.264 MP4", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "hlg8.mp4", Format: "mp4",
 			VCodec: "libx264", ACodec: "aac", Transfer: testenv.TransferHLG, EightBit: true}), "hlg", 320, 180, true},

@@ -88,6 +88,8 @@ func MakeDeviceClip(t testing.TB, dir string, c DeviceClip) string {
 		}
 	case "libvpx-vp9":
 		args = append(args, "-deadline", "realtime", "-cpu-used", "8", "-b:v", "500k")
+	case "libsvtav1":
+		args = append(args, "-preset", "12")
 	case "mpeg4", "mpeg2video":
 		args = append(args, "-q:v", "5")
 	default:
