@@ -66,6 +66,8 @@ type Metadata struct {
 	VideoCodec      string  `json:"videoCodec,omitempty"`
 	AudioCodec      string  `json:"audioCodec,omitempty"`
 	HasAlpha        bool    `json:"hasAlpha,omitempty"`
+	// HDR is "hlg" or "pq" when the source video was HDR (its outputs were tone-mapped to SDR).
+	HDR string `json:"hdr,omitempty"`
 }
 
 // VirusEvent tells the API that an upload was infected and what was done with it.

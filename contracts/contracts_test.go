@@ -88,7 +88,7 @@ func TestParseRequestNamesTheField(t *testing.T) {
 		{"empty bucket", `{"s3Key":"a.jpg","s3Bucket":"","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Bucket", "is empty", true},
 		{"missing url", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000"}`, "mediaUrl", "is missing", true},
 		{"relative url", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"media/1"}`, "mediaUrl", "absolute URI", true},
-		{"not a uuid", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"1234","mediaUrl":"https://a/1"}`, "mediaId", "must be a UUID", true},
+		{"not a uuid", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"1234","mediaUrl":"https://a/1"}`, "mediaId", "must be a UUID", false},
 		{"number id", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":42,"mediaUrl":"https://a/1"}`, "mediaId", "must be a string, got a number", false},
 		{"missing id", `{"s3Key":"a.jpg","s3Bucket":"m","mediaUrl":"https://a/1"}`, "mediaId", "is missing", false},
 		{"dotdot key", `{"s3Key":"u1/../etc/passwd","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", `".." path segment`, true},

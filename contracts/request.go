@@ -33,7 +33,19 @@ func (e *ParseError) Error() string {
 
 // ParseRequest decodes and validates a request payload. On error it still returns whatever fields could
 // be read (so a failure response can echo mediaId and mediaUrl) and a *ParseError.
+//
+// A refusal that can be answered is answered with the returned request's MediaURL as originalUrl, so
+// that is always a URI: EchoURL's when the payload's mediaUrl is missing or not one.
 func ParseRequest(data []byte) (Request, error) {
+	req, err := parseRequest(data)
+	var pe *ParseError
+	if errors.As(err, &pe) && pe.Correlatable {
+		req.MediaURL = req.EchoURL()
+	}
+	return req, err
+}
+
+func parseRequest(data []byte) (Request, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
@@ -72,9 +84,9 @@ func ParseRequest(data []byte) (Request, error) {
 		}
 	}
 
-	// Without a mediaId string there is nobody to answer; a non-UUID one can still be echoed so the API
-	// learns what it sent wrong.
-	correlatable := req.MediaID != ""
+	// Without a UUID mediaId there is nobody to answer: the contract's response carries a UUID, and
+	// the API keys its records by it. Such a payload goes to the dead-letter stream.
+	correlatable := validMediaID(req.MediaID)
 	if firstErr != nil {
 		firstErr.Correlatable = correlatable
 		return req, firstErr
@@ -89,18 +101,48 @@ func ParseRequest(data []byte) (Request, error) {
 	return req, nil
 }
 
+// EchoURL is the URI a response echoes as originalUrl: the request's mediaUrl when it is an absolute
+// URI (always, for a valid request); for a refused request without one, the upload's own URI,
+// s3://<bucket>/<key> (escaped like variant URLs), when bucket and key are valid; otherwise
+// urn:uuid:<mediaId> (RFC 4122), which names the media the API asked about.
+func (r Request) EchoURL() string {
+	if absoluteURI(r.MediaURL) {
+		return r.MediaURL
+	}
+	if ValidateBucket(r.S3Bucket) == nil && ValidateKey(r.S3Key) == nil {
+		segs := strings.Split(r.S3Key, "/")
+		for i, s := range segs {
+			segs[i] = url.PathEscape(s)
+		}
+		return "s3://" + r.S3Bucket + "/" + strings.Join(segs, "/")
+	}
+	return "urn:uuid:" + strings.ToLower(r.MediaID)
+}
+
+// absoluteURI reports whether s is an absolute URI ("format": "uri" of the schemas).
+func absoluteURI(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme != "" && s != ""
+}
+
+// validMediaID reports whether id is a UUID in its 36-character form.
+func validMediaID(id string) bool {
+	_, err := uuid.Parse(id)
+	return err == nil && len(id) == 36
+}
+
 // Validate checks the values of a decoded request. It returns a *ParseError naming the first bad field.
 func (r Request) Validate() error {
 	if r.MediaID == "" {
 		return &ParseError{Field: "mediaId", Reason: "is empty"}
 	}
-	if _, err := uuid.Parse(r.MediaID); err != nil || len(r.MediaID) != 36 {
+	if !validMediaID(r.MediaID) {
 		return &ParseError{Field: "mediaId", Reason: fmt.Sprintf("must be a UUID like 550e8400-e29b-41d4-a716-446655440000, got %q", clip(r.MediaID))}
 	}
 	if r.MediaURL == "" {
 		return &ParseError{Field: "mediaUrl", Reason: "is empty"}
 	}
-	if u, err := url.Parse(r.MediaURL); err != nil || u.Scheme == "" {
+	if !absoluteURI(r.MediaURL) {
 		return &ParseError{Field: "mediaUrl", Reason: fmt.Sprintf("must be an absolute URI, got %q", clip(r.MediaURL))}
 	}
 	if r.S3Bucket == "" {

@@ -18,8 +18,17 @@ const (
 	SchemaProgress   = "progress.schema.json"
 )
 
-//go:embed schemas/*.json
+//go:embed schemas/*.json schemas/seed/*.json
 var schemaFS embed.FS
+
+// seedSchemas are the seed contract's schemas (seeds/001, verbatim under schemas/seed/) for the
+// documents it defines. ValidateJSON checks a document against them as well as against ours, so every
+// test that validates an event also proves that the project's schemas accept nothing the seed's
+// reject.
+var seedSchemas = map[string]string{
+	SchemaRequest:  "seed/" + SchemaRequest,
+	SchemaResponse: "seed/" + SchemaResponse,
+}
 
 // SchemaJSON returns the raw JSON Schema (draft 2020-12) of one of the Schema* names.
 func SchemaJSON(name string) ([]byte, error) { return schemaFS.ReadFile("schemas/" + name) }
@@ -31,8 +40,22 @@ var (
 )
 
 // ValidateJSON validates a document against one of the embedded schemas, with format assertions on
-// (uuid, uri, date-time are checked, not just annotated).
+// (uuid, uri, date-time are checked, not just annotated), and against the seed contract's schema for
+// the same document where it has one.
 func ValidateJSON(name string, doc []byte) error {
+	if err := validateOne(name, doc); err != nil {
+		return err
+	}
+	if seed, ok := seedSchemas[name]; ok {
+		if err := validateOne(seed, doc); err != nil {
+			return fmt.Errorf("valid by our schema but not by the seed contract's: %w", err)
+		}
+	}
+	return nil
+}
+
+// validateOne validates a document against one schema file under schemas/.
+func validateOne(name string, doc []byte) error {
 	compileOnce.Do(compileSchemas)
 	if compileErr != nil {
 		return compileErr
@@ -64,7 +87,11 @@ func compileSchemas() {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	compiled = map[string]*jsonschema.Schema{}
-	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent, SchemaProgress} {
+	names := []string{SchemaRequest, SchemaResponse, SchemaVirusEvent, SchemaProgress}
+	for _, seed := range seedSchemas {
+		names = append(names, seed)
+	}
+	for _, name := range names {
 		raw, err := SchemaJSON(name)
 		if err != nil {
 			compileErr = err
@@ -80,7 +107,7 @@ func compileSchemas() {
 			return
 		}
 	}
-	for _, name := range []string{SchemaRequest, SchemaResponse, SchemaVirusEvent, SchemaProgress} {
+	for _, name := range names {
 		s, err := c.Compile(name)
 		if err != nil {
 			compileErr = fmt.Errorf("compiling schema %s: %w", name, err)

@@ -421,7 +421,7 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 	src := res.Source
 	j.out.Response.Metadata = &contracts.Metadata{
 		MIME: j.mime, Width: src.Width, Height: src.Height, DurationSeconds: src.Duration,
-		VideoCodec: src.VideoCodec, AudioCodec: src.AudioCodec,
+		VideoCodec: src.VideoCodec, AudioCodec: src.AudioCodec, HDR: src.HDR,
 	}
 	outs := []output{{
 		path: res.MP4Path, key: j.keys.Video(), contentType: "video/mp4",
@@ -430,7 +430,8 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 	if res.PosterPath != "" {
 		outs = append(outs, output{
 			path: res.PosterPath, key: j.keys.Poster(), contentType: "image/jpeg",
-			variant: contracts.Variant{Quality: contracts.QualityThumbnail, Format: contracts.FormatJPG},
+			variant: contracts.Variant{Quality: contracts.QualityThumbnail, Format: contracts.FormatJPG,
+				Width: res.PosterWidth, Height: res.PosterHeight},
 		})
 	} else if res.PosterErr != nil {
 		j.out.Response.Warnings = append(j.out.Response.Warnings, "no poster: "+res.PosterErr.Error())

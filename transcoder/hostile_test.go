@@ -200,10 +200,19 @@ func TestVideoPlaylistsReadNothing(t *testing.T) {
 		"m3u8 http":       testenv.MakeM3U8(t, dir, "http.mp4", srv.URL+"/seg.ts"),
 		"ffconcat http":   testenv.MakeFFconcat(t, dir, "concat.mp4", srv.URL+"/seg.mp4"),
 		"ffconcat secret": testenv.MakeFFconcat(t, dir, "concat2.mp4", "secret.mp4"),
+		// Named like the containers the allow-list takes since field media (issue 9): the name
+		// never matters, and a playlist of MPEG-TS segments (which the list takes) is still a
+		// playlist (which it does not).
+		"m3u8 named .ts":      testenv.MakeM3U8(t, dir, "rec.ts", "file://"+secret, srv.URL+"/seg.ts"),
+		"m3u8 named .mts":     testenv.MakeM3U8(t, dir, "cam.mts", srv.URL+"/seg.ts"),
+		"ffconcat named .avi": testenv.MakeFFconcat(t, dir, "old.avi", "secret.mp4", srv.URL+"/seg.mp4"),
+		"ffconcat named .mpg": testenv.MakeFFconcat(t, dir, "clip.mpg", "secret.mp4"),
+		"ffconcat named .vob": testenv.MakeFFconcat(t, dir, "dvd.vob", srv.URL+"/seg.mp4"),
+		"m3u8 named .m2ts":    testenv.MakeM3U8(t, dir, "disc.m2ts", "file://"+secret),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := v.Transform(context.Background(), path, t.TempDir())
-			if !transcoder.IsBadInput(err) || !strings.HasPrefix(err.Error(), "not a supported video (mp4, mov, mkv or webm)") {
+			if !transcoder.IsBadInput(err) || !strings.HasPrefix(err.Error(), "not a supported video (mp4, mov, 3gp, mkv, webm, avi, mpeg-ts (mts, m2ts) or mpeg-ps (mpg, vob))") {
 				t.Fatalf("got %v, want a not-a-supported-video bad input", err)
 			}
 		})

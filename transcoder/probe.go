@@ -23,8 +23,10 @@ type probed struct {
 	audioStream int // absolute stream index, -1 if none
 	channels    int
 	pixFmt      string
-	rotated     bool // display rotation other than 0
-	streams     int  // all streams, including ones we drop
+	colour      colour // the video stream's colour tags
+	interlaced  bool   // the video stream's field order says interlaced (camcorders' 1080i)
+	rotated     bool   // display rotation other than 0
+	streams     int    // all streams, including ones we drop
 }
 
 // probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
@@ -51,7 +53,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			return probed{}, lerr
 		}
 		if te.exitCode > 0 && !te.systemFailure() {
-			return probed{}, badInput("not a supported video (mp4, mov, mkv or webm)", err)
+			return probed{}, badInput("not a supported video ("+supportedVideos+")", err)
 		}
 		return probed{}, internal("probing video", err)
 	}
@@ -73,6 +75,11 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			Height      int               `json:"height"`
 			Channels    int               `json:"channels"`
 			PixFmt      string            `json:"pix_fmt"`
+			Primaries   string            `json:"color_primaries"`
+			Transfer    string            `json:"color_transfer"`
+			Space       string            `json:"color_space"`
+			Range       string            `json:"color_range"`
+			FieldOrder  string            `json:"field_order"`
 			Disposition map[string]int    `json:"disposition"`
 			Tags        map[string]string `json:"tags"`
 			SideData    []struct {
@@ -108,6 +115,9 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			}
 			p.rotated = math.Mod(math.Abs(rotation), 360) != 0
 			p.pixFmt = s.PixFmt
+			p.colour = colour{primaries: s.Primaries, transfer: s.Transfer, space: s.Space, rng: s.Range}
+			p.info.HDR = p.colour.hdr()
+			p.interlaced = slices.Contains([]string{"tt", "bb", "tb", "bt"}, s.FieldOrder)
 			codecs = append(codecs, s.CodecName)
 		case s.CodecType == "audio" && p.audioStream < 0:
 			p.audioStream = s.Index
@@ -120,13 +130,17 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	p.streams = len(raw.Streams)
 	p.info.Container = containerName(raw.Format.FormatName, raw.Format.Tags["major_brand"], codecs)
 	if p.videoStream < 0 {
+		if p.audioStream >= 0 {
+			return probed{}, badInput(fmt.Sprintf("the file has no video stream, only audio (%s): audio alone is not supported", p.info.AudioCodec), nil)
+		}
 		return probed{}, badInput("the file has no video stream", nil)
 	}
 	return p, nil
 }
 
 // containerName names the container the way people do: ffprobe reports one demuxer for the whole
-// mp4/mov family and one for matroska/webm.
+// mp4/mov family and one for matroska/webm. The others keep their demuxer's name: avi, mpegts, mpeg
+// (a program stream).
 func containerName(formatName, brand string, codecs []string) string {
 	switch {
 	case strings.HasPrefix(formatName, "mov,"):

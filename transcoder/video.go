@@ -127,8 +127,11 @@ type VideoInfo struct {
 	Width, Height int     // frame size, rotation applied (not scaled by a non-square pixel aspect ratio)
 	VideoCodec    string  // e.g. "h264"
 	AudioCodec    string  // "" without audio
-	Container     string  // mp4, mov, matroska or webm
+	Container     string  // mp4, mov, matroska, webm, avi, mpegts or mpeg (MPEG-PS)
 	HasAudio      bool
+	// HDR names the source's high-dynamic-range transfer, "hlg" or "pq" ("" for SDR): such a video
+	// is tone-mapped to SDR BT.709 (see hdr.go), never copied.
+	HDR string
 }
 
 // VideoResult describes the source and the files written from it.
@@ -138,8 +141,9 @@ type VideoResult struct {
 	MP4Path string // outDir/video.mp4
 	MP4     VideoInfo
 
-	PosterPath string // outDir/poster.jpg, "" if the poster failed
-	PosterErr  error  // why the poster failed: a warning, not a failure of the job
+	PosterPath                string // outDir/poster.jpg, "" if the poster failed
+	PosterWidth, PosterHeight int    // the poster's size, read from its JPEG header
+	PosterErr                 error  // why the poster failed: a warning, not a failure of the job
 
 	HLSDir   string   // outDir/hls when HLS is on
 	HLSFiles []string // HLSDir/index.m3u8 first, then the segments in order
@@ -157,10 +161,18 @@ const (
 )
 
 const (
-	// inputFormats are the only demuxers ffmpeg may use on an upload. The whitelist also applies
-	// to nested demuxers, which is what stops an .mp4-named ffconcat, HLS or image2 file from making
-	// ffmpeg read other local files (-protocol_whitelist file alone does not).
-	inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm"
+	// inputFormats are the only demuxers ffmpeg may use on an upload, one per container devices
+	// write (ffmpeg 5.1's names, `ffmpeg -demuxers`): "mov,mp4,m4a,3gp,3g2,mj2" (phones, cameras,
+	// browsers), "matroska,webm" (screen recorders, browsers), "avi" (older cameras, dashcams),
+	// "mpegts" (camcorders' AVCHD .mts/.m2ts, 192-byte packets included; TV recordings) and "mpeg"
+	// (MPEG-PS: DVD camcorders, .mpg, .vob). Each matches what pipeline.Detect accepts. The whitelist
+	// also applies to nested demuxers (an AVI's embedded subtitle file, say), which is what stops an
+	// .mp4- or .ts-named ffconcat, HLS or image2 file from making ffmpeg read other local files
+	// (-protocol_whitelist file alone does not). Not taken: flv, asf/wmv, ogg, rm (no device we
+	// serve writes them any more), mpegtsraw and mpegvideo (raw streams, no container), dv and mxf.
+	inputFormats = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,mpeg"
+	// supportedVideos names the containers for people, in errors.
+	supportedVideos = "mp4, mov, 3gp, mkv, webm, avi, mpeg-ts (mts, m2ts) or mpeg-ps (mpg, vob)"
 	// maxAllocBytes caps any single allocation ffmpeg makes (-max_alloc), so a header asking for a huge
 	// buffer fails instead of exhausting memory. An 8K frame is about 50 MB.
 	maxAllocBytes = 512 << 20
@@ -357,6 +369,13 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 		return VideoResult{}, err
 	}
 
+	if res.PosterPath != "" {
+		if res.PosterWidth, res.PosterHeight, err = jpegSize(res.PosterPath); err != nil {
+			os.Remove(res.PosterPath)
+			res.PosterPath, res.PosterErr = "", fmt.Errorf("reading the poster: %w", err)
+		}
+	}
+
 	if v.cfg.HLS {
 		res.HLSDir = filepath.Join(outDir, hlsDirName)
 		if res.HLSFiles, err = v.hls(ctx, res.MP4Path, outDir, res.HLSDir); err != nil {
@@ -364,12 +383,6 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 		}
 	}
 	return res, nil
-}
-
-// posterTime is where the poster is taken: 10% into the video or 1 s, whichever is earlier (past a
-// fade-in, before the content moves on), 0 when the container does not say how long it is.
-func posterTime(duration float64) float64 {
-	return math.Min(0.1*duration, 1)
 }
 
 // encode runs the H.264/AAC transcode of the probed streams into mp4 and, from the same decoded
@@ -382,8 +395,14 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 	// drops frames before posterAt and ends after one (trim's end_frame counts the frames it is
 	// given), so the poster output closes early and the encode goes on alone.
 	m := strconv.Itoa(v.cfg.MaxHeight)
-	graph := fmt.Sprintf("[0:%d]scale=w='if(gte(iw,ih),-2,min(%s,trunc(iw/2)*2))':h='if(gte(iw,ih),min(%s,trunc(ih/2)*2),-2)'",
-		p.videoStream, m, m)
+	// Interlaced frames (camcorders' 1080i) are deinterlaced before scaling mixes their fields; an
+	// HDR source is tone-mapped after scaling, on fewer pixels (see video_hdr.go).
+	graph := fmt.Sprintf("[0:%d]", p.videoStream)
+	if p.interlaced {
+		graph += "bwdif=mode=send_frame:deint=interlaced,"
+	}
+	graph += fmt.Sprintf("scale=w='if(gte(iw,ih),-2,min(%s,trunc(iw/2)*2))':h='if(gte(iw,ih),min(%s,trunc(ih/2)*2),-2)'", m, m)
+	graph += colourFilters(p)
 	if poster != "" {
 		graph += fmt.Sprintf(",split=2[video][p];[p]trim=start=%.3f,trim=end_frame=1,scale=w='min(%d,iw)':h=-2[poster]",
 			posterAt, posterWidth)
@@ -403,6 +422,7 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 		"-pix_fmt", "yuv420p", "-profile:v", "high",
 		"-threads", threads,
 	)
+	args = append(args, colourTags(p)...)
 	if v.cfg.HLS {
 		// A keyframe at every segment boundary, so the HLS remux cuts even segments.
 		args = append(args, "-force_key_frames",
@@ -454,7 +474,7 @@ func (v *Videos) canRemux(p probed) bool {
 	i := p.info
 	return v.cfg.Remux && !v.cfg.HLS && // HLS wants a keyframe at every segment boundary
 		(i.Container == "mp4" || i.Container == "mov") &&
-		i.VideoCodec == "h264" && p.pixFmt == "yuv420p" && !p.rotated &&
+		i.VideoCodec == "h264" && p.pixFmt == "yuv420p" && !p.rotated && i.HDR == "" && !p.interlaced &&
 		min(i.Width, i.Height) <= v.cfg.MaxHeight &&
 		(!i.HasAudio || (i.AudioCodec == "aac" && p.channels <= 2))
 }
@@ -509,48 +529,6 @@ func (v *Videos) checkOutput(mp4 string, src, out VideoInfo) error {
 			out.Duration, src.Duration), nil)
 	}
 	return nil
-}
-
-// poster writes outDir/poster.jpg from video stream `stream` of file (-1: the first video stream;
-// the file is the MP4 we wrote, or an upload whose streams we copy: upright either way): the frame at
-// `at` seconds (seeking in the input to the key frame before, then decoding up to it), falling back
-// to the first frame.
-func (v *Videos) poster(ctx context.Context, file string, stream int, at float64, outDir string) (string, error) {
-	path := filepath.Join(outDir, posterName)
-	streamSpec := "0:v:0"
-	if stream >= 0 {
-		streamSpec = fmt.Sprintf("0:%d", stream)
-	}
-	var err error
-	seeks := []float64{at, 0}
-	if at == 0 {
-		seeks = seeks[1:]
-	}
-	for _, seek := range seeks {
-		args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
-			"-max_alloc", strconv.Itoa(maxAllocBytes), "-threads", strconv.Itoa(v.cfg.Threads),
-			"-protocol_whitelist", "file", "-format_whitelist", inputFormats}
-		if seek > 0 {
-			// -ss before -i seeks in the input (to the keyframe before, then decodes up to it).
-			args = append(args, "-ss", strconv.FormatFloat(seek, 'f', 3, 64))
-		}
-		args = append(args, "-i", "file:"+file,
-			"-map", streamSpec, "-frames:v", "1",
-			"-vf", fmt.Sprintf("scale=w='min(%d,iw)':h=-2", posterWidth),
-			"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:"+path)
-		err = v.run(ctx, outDir, v.ffmpeg, args, nil, min(probeCPUTime, v.cfg.MaxCPUTime))
-		if err == nil {
-			if st, serr := os.Stat(path); serr == nil && st.Size() > 0 {
-				return path, nil
-			}
-			err = errors.New("ffmpeg wrote no frame")
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	os.Remove(path)
-	return "", fmt.Errorf("making poster: %w", err)
 }
 
 // hls remuxes the MP4 into an HLS VOD playlist and MPEG-TS segments in hlsDir, without re-encoding.

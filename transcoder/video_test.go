@@ -85,6 +85,9 @@ func checkPoster(t *testing.T, res transcoder.VideoResult, outDir string, wantW,
 	if res.PosterErr != nil || res.PosterPath != filepath.Join(outDir, "poster.jpg") {
 		t.Fatalf("poster %q, error %v", res.PosterPath, res.PosterErr)
 	}
+	if res.PosterWidth != wantW || res.PosterHeight != wantH {
+		t.Errorf("result says the poster is %dx%d, want %dx%d", res.PosterWidth, res.PosterHeight, wantW, wantH)
+	}
 	info := testenv.DecodeImage(t, res.PosterPath)
 	if info.Loader != "jpegload" || info.Width != wantW || info.Height != wantH {
 		t.Errorf("poster is %dx%d (%s), want a %dx%d JPEG", info.Width, info.Height, info.Loader, wantW, wantH)
@@ -240,9 +243,10 @@ func TestVideoBadInputs(t *testing.T) {
 		{"text named .mp4", write("notes.mp4", "this is not a video\n"), "not a supported video"},
 		{"empty", write("empty.mp4", ""), "not a supported video"},
 		{"ffconcat named .mp4", concat, "not a supported video"},
-		{"avi container", testenv.MakeVideo(t, dir, "clip.avi", testenv.VideoOpts{Container: "avi"}), "not a supported video"},
-		{"mpeg-ts container", testenv.MakeVideo(t, dir, "clip.ts", testenv.VideoOpts{Container: "mpegts"}), "not a supported video"},
-		{"audio only", testenv.MakeAudio(t, dir, "song.m4a", 1), "the file has no video stream"},
+		// Containers ffmpeg reads but the demuxer allow-list does not take.
+		{"flv container", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "clip.flv", Format: "flv", VCodec: "libx264"}), "not a supported video"},
+		{"asf container", testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "clip.wmv", Format: "asf", VCodec: "mpeg4"}), "not a supported video"},
+		{"audio only", testenv.MakeAudio(t, dir, "song.m4a", 1), "the file has no video stream, only audio (aac): audio alone is not supported"},
 		{"jpeg named .mp4", testenv.MakeJPEG(t, dir, 320, 240), "not a supported video"},
 		{"truncated mp4", truncated, "video is truncated or corrupt"},
 	} {

@@ -1,0 +1,76 @@
+package transcoder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image/jpeg"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// The poster: a JPEG of one frame, taken early in the video.
+
+// jpegSize reads the width and height from a JPEG's header (the poster's, for the response).
+func jpegSize(path string) (int, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	c, err := jpeg.DecodeConfig(f)
+	if err != nil {
+		return 0, 0, err
+	}
+	return c.Width, c.Height, nil
+}
+
+// posterTime is where the poster is taken: 10% into the video or 1 s, whichever is earlier (past a
+// fade-in, before the content moves on), 0 when the container does not say how long it is.
+func posterTime(duration float64) float64 {
+	return math.Min(0.1*duration, 1)
+}
+
+// poster writes outDir/poster.jpg from video stream `stream` of file (-1: the first video stream;
+// the file is the MP4 we wrote, or an upload whose streams we copy: upright either way): the frame at
+// `at` seconds (seeking in the input to the key frame before, then decoding up to it), falling back
+// to the first frame.
+func (v *Videos) poster(ctx context.Context, file string, stream int, at float64, outDir string) (string, error) {
+	path := filepath.Join(outDir, posterName)
+	streamSpec := "0:v:0"
+	if stream >= 0 {
+		streamSpec = fmt.Sprintf("0:%d", stream)
+	}
+	var err error
+	seeks := []float64{at, 0}
+	if at == 0 {
+		seeks = seeks[1:]
+	}
+	for _, seek := range seeks {
+		args := []string{"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
+			"-max_alloc", strconv.Itoa(maxAllocBytes), "-threads", strconv.Itoa(v.cfg.Threads),
+			"-protocol_whitelist", "file", "-format_whitelist", inputFormats}
+		if seek > 0 {
+			// -ss before -i seeks in the input (to the keyframe before, then decodes up to it).
+			args = append(args, "-ss", strconv.FormatFloat(seek, 'f', 3, 64))
+		}
+		args = append(args, "-i", "file:"+file,
+			"-map", streamSpec, "-frames:v", "1",
+			"-vf", fmt.Sprintf("scale=w='min(%d,iw)':h=-2", posterWidth),
+			"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:"+path)
+		err = v.run(ctx, outDir, v.ffmpeg, args, nil, min(probeCPUTime, v.cfg.MaxCPUTime))
+		if err == nil {
+			if st, serr := os.Stat(path); serr == nil && st.Size() > 0 {
+				return path, nil
+			}
+			err = errors.New("ffmpeg wrote no frame")
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	os.Remove(path)
+	return "", fmt.Errorf("making poster: %w", err)
+}
