@@ -2,7 +2,6 @@ package transcoder
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,7 +91,7 @@ type ImageVariant struct {
 // ImageResult describes the source and the variants written from it.
 type ImageResult struct {
 	Width, Height int    // of the source, upright (after EXIF rotation)
-	Format        string // the loader that read it: jpeg, png, webp, gif, heif or tiff
+	Format        string // jpeg, png, webp, gif, heif, avif or tiff
 	HasAlpha      bool
 	Variants      []ImageVariant // high, medium, low in that order
 }
@@ -148,17 +147,18 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 	if err := im.Preload(); err != nil { // once; a broken install is our fault, not the image's
 		return ImageResult{}, err
 	}
+	sn := sniffImage(srcPath)
 	hdr, err := vips.ReadHeader(srcPath)
-	if errors.Is(err, vips.ErrUnknownFormat) {
-		return ImageResult{}, badInput("unsupported image format", err)
-	}
 	if err != nil {
-		return ImageResult{}, badInput("reading image header", err)
+		return ImageResult{}, imageInputError("reading image header", srcPath, sn, "", err)
 	}
 	if err := im.checkLimits(hdr); err != nil {
 		return ImageResult{}, err
 	}
 	res := ImageResult{Width: hdr.Width, Height: hdr.Height, Format: formatName(hdr.Loader)}
+	if res.Format == "heif" && sn.Format == "AVIF" {
+		res.Format = "avif" // libvips reads both with its heif loader (AVIF through libheif's AV1 decoder)
+	}
 	if hdr.Orientation >= 5 && hdr.Orientation <= 8 { // 90° or 270° turns
 		res.Width, res.Height = hdr.Height, hdr.Width
 	}
@@ -167,7 +167,7 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 	}
 	releaseHEIF := func() {}
-	if res.Format == "heif" {
+	if res.Format == "heif" || res.Format == "avif" {
 		// Held for the decode only: what follows works on the 2048 px copy in memory.
 		w := min(int64(hdr.Width)*int64(hdr.Height), im.cfg.HEIFDecodePixels)
 		if err := im.heif.Acquire(ctx, w); err != nil {
@@ -178,10 +178,10 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		defer releaseHEIF()
 	}
 	defer vips.Trim() // after the images below are released
-	cur, err := vips.Thumbnail(srcPath, im.cfg.High)
+	cur, err := vips.Thumbnail(srcPath, im.cfg.High, false)
 	releaseHEIF()
 	if err != nil {
-		return ImageResult{}, badInput("decoding image", err)
+		return ImageResult{}, imageInputError("decoding image", srcPath, sn, hdr.Loader, err)
 	}
 	defer func() { cur.Close() }()
 	res.HasAlpha = cur.HasAlpha()
