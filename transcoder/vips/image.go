@@ -72,7 +72,7 @@ func (im *Image) Width() int { defer runtime.KeepAlive(im); return int(C.mw_widt
 func (im *Image) Height() int { defer runtime.KeepAlive(im); return int(C.mw_page_height(im.p)) }
 
 // Frames is the number of frames: 1 for a still image.
-func (im *Image) Frames() int { defer runtime.KeepAlive(im); return int(C.mw_n_pages(im.p)) }
+func (im *Image) Frames() int { defer runtime.KeepAlive(im); return int(C.mw_frames(im.p)) }
 
 // Bands is the number of bands (3 for RGB, 4 for RGBA, ...).
 func (im *Image) Bands() int { defer runtime.KeepAlive(im); return int(C.mw_bands(im.p)) }

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <vips/vips.h>
 
@@ -15,7 +16,7 @@
 	X(vips_cache_set_max) X(vips_cache_set_max_mem) X(vips_cache_set_max_files) \
 	X(vips_concurrency_set) X(vips_block_untrusted_set) X(vips_operation_block_set) \
 	X(vips_foreign_find_load) X(vips_nickname_find) X(vips_image_new_from_file) \
-	X(vips_image_get_width) X(vips_image_get_height) X(vips_image_get_page_height) X(vips_image_get_n_pages) \
+	X(vips_image_get_width) X(vips_image_get_height) X(vips_image_get_page_height) \
 	X(vips_image_get_bands) X(vips_image_get_format) X(vips_image_hasalpha) \
 	X(vips_image_get_orientation) X(vips_image_get_typeof) X(vips_image_get_int) \
 	X(vips_image_get_string) X(vips_image_copy_memory) X(vips_extract_band) X(vips_min) \
@@ -194,24 +195,25 @@ static int mw_drop_opaque_alpha(VipsImage **im) {
 VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
+	char *name = NULL;
 	int rc;
 
 	mw_vips_error_clear();
-	if (all_pages)
-		rc = mw_vips_thumbnail(path, &t, size,
-			"height", size,
-			"size", VIPS_SIZE_DOWN,
-			"fail_on", VIPS_FAIL_ON_ERROR,
-			"export_profile", "srgb",
-			"option_string", "n=-1",
-			NULL);
-	else
-		rc = mw_vips_thumbnail(path, &t, size,
-			"height", size,
-			"size", VIPS_SIZE_DOWN,
-			"fail_on", VIPS_FAIL_ON_ERROR,
-			"export_profile", "srgb",
-			NULL);
+	// libvips 8.14's thumbnail has no option_string: load options go in the file name, "file[n=-1]"
+	// (the Go side refuses paths that contain brackets, so the name cannot carry options of its own).
+	if (all_pages) {
+		size_t n = strlen(path) + sizeof("[n=-1]");
+		if (!(name = malloc(n)))
+			return NULL;
+		snprintf(name, n, "%s[n=-1]", path);
+	}
+	rc = mw_vips_thumbnail(name ? name : path, &t, size,
+		"height", size,
+		"size", VIPS_SIZE_DOWN,
+		"fail_on", VIPS_FAIL_ON_ERROR,
+		"export_profile", "srgb",
+		NULL);
+	free(name);
 	if (rc)
 		return NULL;
 	mem = mw_vips_image_copy_memory(t);
@@ -252,7 +254,13 @@ int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len) {
 
 int mw_width(VipsImage *im) { return mw_vips_image_get_width(im); }
 int mw_page_height(VipsImage *im) { return mw_vips_image_get_page_height(im); }
-int mw_n_pages(VipsImage *im) { return mw_vips_image_get_n_pages(im); }
+// mw_frames is the number of frames held: the image's height over its page height. n-pages is the
+// file's count, also when only the first page was loaded.
+int mw_frames(VipsImage *im) {
+	int ph = mw_vips_image_get_page_height(im);
+	int h = mw_vips_image_get_height(im);
+	return ph > 0 && h % ph == 0 ? h / ph : 1;
+}
 int mw_bands(VipsImage *im) { return mw_vips_image_get_bands(im); }
 int mw_has_alpha(VipsImage *im) { return mw_vips_image_hasalpha(im); }
 void mw_unref(VipsImage *im) { mw_g_object_unref(im); }

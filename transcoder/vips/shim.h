@@ -31,7 +31,7 @@ VipsImage *mw_thumbnail_image(VipsImage *in, int size);
 int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len);
 int mw_width(VipsImage *im);
 int mw_page_height(VipsImage *im);
-int mw_n_pages(VipsImage *im);
+int mw_frames(VipsImage *im);
 int mw_bands(VipsImage *im);
 int mw_has_alpha(VipsImage *im);
 void mw_unref(VipsImage *im);
