@@ -2,7 +2,6 @@ package transcoder_test
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,16 +10,6 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/transcoder"
 )
-
-// animatedWebP converts an animated GIF to an animated WebP with the vips CLI (every frame).
-func animatedWebP(t *testing.T, gif string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "anim.webp")
-	if b, err := exec.Command(testenv.RequireBinary(t, "vips"), "copy", gif+"[n=-1]", out).CombinedOutput(); err != nil {
-		t.Fatalf("making an animated webp: %v\n%s", err, b)
-	}
-	return out
-}
 
 // checkAnimated decodes a variant and checks it is an animation of frames frames with the delays
 // (ms) and the first frame's colour of the source.
@@ -46,9 +35,11 @@ func checkAnimated(t *testing.T, path string, frames int, delay string) {
 // with every frame, the frame delays and the loop count of the source, each variant frame the size
 // of the variant.
 func TestImageAnimationsStayAnimated(t *testing.T) {
-	im := newImages(t, transcoder.DefaultImageConfig())
-	gif := testenv.MakeGIF(t, t.TempDir(), 1200, 600, 5) // red, green, blue, red, green; 1 s each
-	for name, src := range map[string]string{"gif": gif, "webp": animatedWebP(t, gif)} {
+	cfg := transcoder.DefaultImageConfig()
+	cfg.High, cfg.Medium, cfg.Low = 600, 300, 120 // small sizes keep the test quick; the code path is the same
+	im := newImages(t, cfg)
+	gif := testenv.MakeGIF(t, t.TempDir(), 800, 400, 5) // red, green, blue, red, green; 1 s each
+	for name, src := range map[string]string{"gif": gif, "webp": testenv.MakeAnimatedWebP(t, t.TempDir(), 800, 400, 5)} {
 		t.Run(name, func(t *testing.T) {
 			out := t.TempDir()
 			res, err := im.Transform(context.Background(), src, out)
@@ -58,7 +49,7 @@ func TestImageAnimationsStayAnimated(t *testing.T) {
 			if res.Frames != 5 || len(res.Warnings) != 0 || res.Format != name {
 				t.Errorf("result: %d frames, format %s, warnings %q; want 5 frames of %s, no warning", res.Frames, res.Format, res.Warnings, name)
 			}
-			want := [3][2]int{{1200, 600}, {1024, 512}, {480, 240}}
+			want := [3][2]int{{600, 300}, {300, 150}, {120, 60}}
 			for i, v := range res.Variants {
 				if v.Width != want[i][0] || v.Height != want[i][1] {
 					t.Errorf("%s: %dx%d, want %dx%d per frame", v.Quality, v.Width, v.Height, want[i][0], want[i][1])
@@ -114,13 +105,7 @@ func TestImageAnimationBeyondBudgetGivesFirstFrame(t *testing.T) {
 // TestImageAPNGWarns: libvips 8.14 reads an APNG's default image only; the response must say the
 // animation was not kept rather than flatten it silently.
 func TestImageAPNGWarns(t *testing.T) {
-	dir := t.TempDir()
-	apng := filepath.Join(dir, "anim.png")
-	cmd := exec.Command(testenv.RequireBinary(t, "ffmpeg"), "-nostdin", "-v", "error", "-f", "lavfi",
-		"-i", "testsrc=s=160x120:d=1:r=5", "-plays", "0", "-f", "apng", apng)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("making an APNG: %v\n%s", err, b)
-	}
+	apng := testenv.MakeAPNG(t, t.TempDir(), 160, 120, 5)
 	res, err := newImages(t, transcoder.DefaultImageConfig()).Transform(context.Background(), apng, t.TempDir())
 	if err != nil {
 		t.Fatalf("Transform: %v", err)
