@@ -403,6 +403,7 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 		return nil, err
 	}
 	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha}
+	j.out.Response.Warnings = append(j.out.Response.Warnings, res.Warnings...)
 	outs := make([]output, 0, len(res.Variants))
 	for _, v := range res.Variants {
 		outs = append(outs, output{

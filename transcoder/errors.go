@@ -10,6 +10,9 @@ type Error struct {
 	BadInput bool
 	Msg      string // what happened, e.g. "image is 100000×100000 (10000 MP), limit is 50 MP"
 	Err      error  // the underlying cause, if any
+	// Detail is what a library said about the input, for the operator's log; it is not part of
+	// Error(), which a person who uploaded the file reads and which must not carry library internals.
+	Detail string
 }
 
 func (e *Error) Error() string {

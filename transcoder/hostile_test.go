@@ -313,8 +313,8 @@ func TestImageBlockedLoaders(t *testing.T) {
 	im := newImages(t, transcoder.DefaultImageConfig())
 	dir := t.TempDir()
 	src := testenv.MakeJPEG(t, dir, 64, 48)
-	for _, tc := range []struct{ ext, loader string }{
-		{"v", "vips"}, {"jp2", "jp2k"}, {"fits", "fits"}, {"hdr", "rad"},
+	for _, tc := range []struct{ ext, loader, name string }{
+		{"v", "vips", "a libvips image"}, {"jp2", "jp2k", "JPEG 2000"}, {"fits", "fits", "FITS"}, {"hdr", "rad", "Radiance HDR"},
 	} {
 		t.Run(tc.loader, func(t *testing.T) {
 			p := filepath.Join(dir, "x."+tc.ext)
@@ -328,7 +328,7 @@ func TestImageBlockedLoaders(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := im.Transform(context.Background(), named, t.TempDir())
-			want := "unsupported image format: not a jpeg, png, webp, gif, heif or tiff image (it looks like " + tc.loader + ")"
+			want := "unsupported image format: " + tc.name + " (accepted: JPEG, PNG, WebP, GIF, TIFF, HEIC/HEIF or AVIF)"
 			if !transcoder.IsBadInput(err) || err.Error() != want {
 				t.Errorf("got %v, want %q", err, want)
 			}

@@ -2,7 +2,6 @@ package transcoder
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,8 +18,15 @@ type ImageConfig struct {
 	// MaxPixels caps width × height × pages as declared by the file's header; larger inputs are
 	// refused before any pixel is decoded (libvips itself never checks decoded size).
 	MaxPixels int64
-	// MaxFrames caps the pages (animation frames) a file may declare. Only the first is used.
+	// MaxFrames caps the pages (animation frames) a file may declare; files declaring more are
+	// refused from the header.
 	MaxFrames int
+	// AnimationMaxFrames and AnimationMaxPixels are the budget of an animated GIF or WebP kept as
+	// an animation: at most that many frames, and at most that many pixels over all frames of the
+	// high variant (its frame size × frames; it is held decoded in memory, 4 bytes a pixel).
+	// Beyond either, the variants show the first frame and the result carries a warning.
+	AnimationMaxFrames int
+	AnimationMaxPixels int64
 	// High, Medium and Low are the long edges of the three variants. Images are never enlarged, so a
 	// small source gives variants of its own size.
 	High, Medium, Low int
@@ -35,12 +41,17 @@ type ImageConfig struct {
 	HEIFDecodePixels int64
 }
 
-// DefaultImageConfig returns the defaults: 50 MP, 1000 frames, 2048/1024/480 px at Q 82/78/72,
+// DefaultImageConfig returns the defaults: 50 MP, 1000 frames, animations of up to 300 frames and
+// 25 MP over the frames of the high variant (100 MiB decoded), 2048/1024/480 px at Q 82/78/72,
 // effort 2 (measured 1.5–1.6× faster than 4 with 1.2 % smaller files on a 12 MP JPEG: bench/RESULTS.md).
 func DefaultImageConfig() ImageConfig {
 	return ImageConfig{
-		MaxPixels:     50_000_000,
-		MaxFrames:     1000,
+		MaxPixels: 50_000_000,
+		MaxFrames: 1000,
+
+		AnimationMaxFrames: 300,
+		AnimationMaxPixels: 25_000_000,
+
 		High:          2048,
 		Medium:        1024,
 		Low:           480,
@@ -72,6 +83,12 @@ func (c ImageConfig) Validate() error {
 			return fmt.Errorf("webp quality must be 1-100, got %d", q)
 		}
 	}
+	if c.AnimationMaxFrames < 1 {
+		return fmt.Errorf("animation max frames must be at least 1 (1 keeps only the first frame), got %d", c.AnimationMaxFrames)
+	}
+	if c.AnimationMaxPixels <= 0 {
+		return fmt.Errorf("animation max pixels must be positive, got %d", c.AnimationMaxPixels)
+	}
 	if c.HEIFDecodePixels <= 0 {
 		return fmt.Errorf("heif decode pixels must be positive, got %d", c.HEIFDecodePixels)
 	}
@@ -92,9 +109,14 @@ type ImageVariant struct {
 // ImageResult describes the source and the variants written from it.
 type ImageResult struct {
 	Width, Height int    // of the source, upright (after EXIF rotation)
-	Format        string // the loader that read it: jpeg, png, webp, gif, heif or tiff
+	Format        string // jpeg, png, webp, gif, heif, avif or tiff
 	HasAlpha      bool
-	Variants      []ImageVariant // high, medium, low in that order
+	// Frames is the number of frames in each variant: more than 1 when an animation was kept.
+	Frames   int
+	Variants []ImageVariant // high, medium, low in that order
+	// Warnings say what the variants lack that the source had (an animation beyond the budget,
+	// shown as its first frame), for the response's warnings.
+	Warnings []string
 }
 
 // Images transforms images. It is safe for concurrent use; each call works on its own images.
@@ -148,17 +170,18 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 	if err := im.Preload(); err != nil { // once; a broken install is our fault, not the image's
 		return ImageResult{}, err
 	}
+	sn := sniffImage(srcPath)
 	hdr, err := vips.ReadHeader(srcPath)
-	if errors.Is(err, vips.ErrUnknownFormat) {
-		return ImageResult{}, badInput("unsupported image format", err)
-	}
 	if err != nil {
-		return ImageResult{}, badInput("reading image header", err)
+		return ImageResult{}, imageInputError("reading image header", srcPath, sn, "", err)
 	}
 	if err := im.checkLimits(hdr); err != nil {
 		return ImageResult{}, err
 	}
 	res := ImageResult{Width: hdr.Width, Height: hdr.Height, Format: formatName(hdr.Loader)}
+	if res.Format == "heif" && sn.Format == "AVIF" {
+		res.Format = "avif" // libvips reads both with its heif loader (AVIF through libheif's AV1 decoder)
+	}
 	if hdr.Orientation >= 5 && hdr.Orientation <= 8 { // 90° or 270° turns
 		res.Width, res.Height = hdr.Height, hdr.Width
 	}
@@ -167,7 +190,7 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 	}
 	releaseHEIF := func() {}
-	if res.Format == "heif" {
+	if res.Format == "heif" || res.Format == "avif" {
 		// Held for the decode only: what follows works on the 2048 px copy in memory.
 		w := min(int64(hdr.Width)*int64(hdr.Height), im.cfg.HEIFDecodePixels)
 		if err := im.heif.Acquire(ctx, w); err != nil {
@@ -178,13 +201,18 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		defer releaseHEIF()
 	}
 	defer vips.Trim() // after the images below are released
-	cur, err := vips.Thumbnail(srcPath, im.cfg.High)
+	animate, warning := im.animation(hdr, res.Format, sn)
+	if warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
+	cur, err := vips.Thumbnail(srcPath, im.cfg.High, animate)
 	releaseHEIF()
 	if err != nil {
-		return ImageResult{}, badInput("decoding image", err)
+		return ImageResult{}, imageInputError("decoding image", srcPath, sn, hdr.Loader, err)
 	}
 	defer func() { cur.Close() }()
 	res.HasAlpha = cur.HasAlpha()
+	res.Frames = cur.Frames()
 
 	steps := []struct {
 		quality  string

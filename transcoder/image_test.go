@@ -158,29 +158,6 @@ func TestImagePNGAlphaIsKept(t *testing.T) {
 	}
 }
 
-func TestImageAnimatedGIFGivesFirstFrame(t *testing.T) {
-	im := newImages(t, transcoder.DefaultImageConfig())
-	src := testenv.MakeGIF(t, t.TempDir(), 320, 240, 3)
-	out := t.TempDir()
-	res, err := im.Transform(context.Background(), src, out)
-	if err != nil {
-		t.Fatalf("Transform: %v", err)
-	}
-	if res.Format != "gif" || res.Width != 320 || res.Height != 240 || res.HasAlpha {
-		t.Errorf("source described as %dx%d %s alpha=%v, want 320x240 gif without alpha (every pixel is opaque)",
-			res.Width, res.Height, res.Format, res.HasAlpha)
-	}
-	for _, info := range checkVariants(t, res, out, [3][2]int{{320, 240}, {320, 240}, {320, 240}}) {
-		if info.Bands != 3 {
-			t.Errorf("%d bands, want 3: an opaque alpha band should be dropped", info.Bands)
-		}
-	}
-	px := testenv.Pixel(t, res.Variants[0].Path, 160, 120)
-	if len(px) < 3 || px[0] < 200 || px[1] > 60 || px[2] > 60 {
-		t.Errorf("pixel = %v, want the first frame's red", px)
-	}
-}
-
 func TestImageOtherFormats(t *testing.T) {
 	im := newImages(t, transcoder.DefaultImageConfig())
 	for _, tc := range []struct {
@@ -343,14 +320,16 @@ func TestImageConfigValidate(t *testing.T) {
 		t.Fatalf("default config: %v", err)
 	}
 	for name, mutate := range map[string]func(*transcoder.ImageConfig){
-		"zero max pixels": func(c *transcoder.ImageConfig) { c.MaxPixels = 0 },
-		"zero max frames": func(c *transcoder.ImageConfig) { c.MaxFrames = 0 },
-		"medium > high":   func(c *transcoder.ImageConfig) { c.Medium = c.High + 1 },
-		"zero low":        func(c *transcoder.ImageConfig) { c.Low = 0 },
-		"too large":       func(c *transcoder.ImageConfig) { c.High = 20000 },
-		"quality 0":       func(c *transcoder.ImageConfig) { c.QualityLow = 0 },
-		"quality 101":     func(c *transcoder.ImageConfig) { c.QualityHigh = 101 },
-		"effort 7":        func(c *transcoder.ImageConfig) { c.Effort = 7 },
+		"zero max pixels":       func(c *transcoder.ImageConfig) { c.MaxPixels = 0 },
+		"zero max frames":       func(c *transcoder.ImageConfig) { c.MaxFrames = 0 },
+		"zero animation frames": func(c *transcoder.ImageConfig) { c.AnimationMaxFrames = 0 },
+		"zero animation pixels": func(c *transcoder.ImageConfig) { c.AnimationMaxPixels = 0 },
+		"medium > high":         func(c *transcoder.ImageConfig) { c.Medium = c.High + 1 },
+		"zero low":              func(c *transcoder.ImageConfig) { c.Low = 0 },
+		"too large":             func(c *transcoder.ImageConfig) { c.High = 20000 },
+		"quality 0":             func(c *transcoder.ImageConfig) { c.QualityLow = 0 },
+		"quality 101":           func(c *transcoder.ImageConfig) { c.QualityHigh = 101 },
+		"effort 7":              func(c *transcoder.ImageConfig) { c.Effort = 7 },
 	} {
 		c := transcoder.DefaultImageConfig()
 		mutate(&c)

@@ -1,0 +1,111 @@
+package vips
+
+// #include "shim.h"
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// Image is a decoded image held in memory: one picture, or the frames of an animation stacked
+// vertically (PageHeight each). Close releases it; Close is idempotent.
+type Image struct {
+	p *C.VipsImage
+}
+
+func newImage(p *C.VipsImage) *Image {
+	im := &Image{p: p}
+	// A safety net for a forgotten Close, not the way images are meant to be released.
+	runtime.SetFinalizer(im, (*Image).Close)
+	return im
+}
+
+// Thumbnail decodes the file at path into memory, shrunk (never enlarged) to fit in size×size,
+// rotated upright from its EXIF orientation, converted to sRGB (because metadata, including any ICC
+// profile, is stripped on save), with alpha kept unless it is fully opaque. Decoding stops at the
+// first error (fail_on=error), which includes truncated files. With allFrames it decodes every frame
+// of an animation (each shrunk to fit, delays and loop count kept); otherwise the first page only.
+func Thumbnail(path string, size int, allFrames bool) (*Image, error) {
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	all := C.int(0)
+	if allFrames {
+		all = 1
+	}
+	var p *C.VipsImage
+	if err := run("decoding", path, func() bool {
+		p = C.mw_thumbnail_file(cpath, C.int(size), all)
+		return p != nil
+	}); err != nil {
+		return nil, err
+	}
+	return newImage(p), nil
+}
+
+// Thumbnail returns a copy of im shrunk (never enlarged) to fit in size×size; every frame of an
+// animation is shrunk alike.
+func (im *Image) Thumbnail(size int) (*Image, error) {
+	var p *C.VipsImage
+	err := run("resizing", "", func() bool {
+		p = C.mw_thumbnail_image(im.p, C.int(size))
+		return p != nil
+	})
+	runtime.KeepAlive(im)
+	if err != nil {
+		return nil, err
+	}
+	return newImage(p), nil
+}
+
+// Width is the image's width in pixels.
+func (im *Image) Width() int { defer runtime.KeepAlive(im); return int(C.mw_width(im.p)) }
+
+// Height is the height of one frame in pixels (of the image, for a still one).
+func (im *Image) Height() int { defer runtime.KeepAlive(im); return int(C.mw_page_height(im.p)) }
+
+// Frames is the number of frames: 1 for a still image.
+func (im *Image) Frames() int { defer runtime.KeepAlive(im); return int(C.mw_frames(im.p)) }
+
+// Bands is the number of bands (3 for RGB, 4 for RGBA, ...).
+func (im *Image) Bands() int { defer runtime.KeepAlive(im); return int(C.mw_bands(im.p)) }
+
+// HasAlpha reports whether the image has an alpha band.
+func (im *Image) HasAlpha() bool { defer runtime.KeepAlive(im); return C.mw_has_alpha(im.p) != 0 }
+
+// WebP encodes im as WebP with quality q (1-100) and effort (0-6), metadata stripped; an animation
+// becomes an animated WebP with its frame delays and loop count.
+func (im *Image) WebP(q, effort int) ([]byte, error) {
+	var buf unsafe.Pointer
+	var n C.size_t
+	err := run("encoding webp", "", func() bool {
+		return C.mw_webp(im.p, C.int(q), C.int(effort), &buf, &n) == 0
+	})
+	runtime.KeepAlive(im)
+	if err != nil {
+		return nil, err
+	}
+	defer C.mw_gfree(buf)
+	data, err := stripWebPMetadata(C.GoBytes(buf, C.int(n)))
+	if err != nil {
+		return nil, fmt.Errorf("stripping webp metadata: %w", err)
+	}
+	return data, nil
+}
+
+// Close releases the pixels. It is idempotent.
+func (im *Image) Close() {
+	if im == nil || im.p == nil {
+		return
+	}
+	C.mw_unref(im.p)
+	im.p = nil
+	runtime.SetFinalizer(im, nil)
+}

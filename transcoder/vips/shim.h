@@ -1,0 +1,41 @@
+// The C side of package vips (shim.c), as the Go files see it. Only plain C and opaque libvips types
+// cross: no libvips function is called from Go directly (see vips.go for why).
+#ifndef MW_SHIM_H
+#define MW_SHIM_H
+
+#include <malloc.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <vips/vips.h>
+
+// MW_LIBVIPS is the library's soname for the ABI the headers describe (8.x: libvips.so.42).
+#define MW_LIBVIPS "libvips.so.42"
+
+typedef struct {
+	int width;
+	int height;
+	int pages;
+	int bands;
+	int has_alpha;
+	int orientation;
+	char loader[64];
+} mw_header;
+
+const char *mw_load(void);
+int mw_init(int concurrency);
+char *mw_error(void);
+void mw_error_clear(void);
+int mw_read_header(const char *path, mw_header *h);
+VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages);
+VipsImage *mw_thumbnail_image(VipsImage *in, int size);
+int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len);
+int mw_width(VipsImage *im);
+int mw_page_height(VipsImage *im);
+int mw_frames(VipsImage *im);
+int mw_bands(VipsImage *im);
+int mw_has_alpha(VipsImage *im);
+void mw_unref(VipsImage *im);
+void mw_gfree(void *p);
+const char *mw_version_string(void);
+
+#endif
