@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
 )
 
@@ -76,6 +77,9 @@ func topUsage(w io.Writer) {
 	fmt.Fprintln(w, "with an environment variable MW_<FLAG> (e.g. --clamd-addr ↔ MW_CLAMD_ADDR).")
 }
 
+// badFlag matches how the flag package names a flag in its errors.
+var badFlag = regexp.MustCompile(`for flag -([a-z0-9-]+):`)
+
 // parseOrUsage parses a command's flags; it prints help or the error and returns an exit code when the
 // command should not go on.
 func parseOrUsage(c *command, args []string, stdout, stderr io.Writer) ([]string, int, bool) {
@@ -85,7 +89,12 @@ func parseOrUsage(c *command, args []string, stdout, stderr io.Writer) ([]string
 		return nil, exitOK, false
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mediaworker %s: %v\n\nRun 'mediaworker %s --help' for usage.\n", c.name, err, c.name)
+		// One line, naming the flag as it is written (--x) and its variable.
+		msg := badFlag.ReplaceAllStringFunc(oneLine(err.Error()), func(m string) string {
+			name := badFlag.FindStringSubmatch(m)[1]
+			return fmt.Sprintf("for --%s (%s):", name, envName(name))
+		})
+		fmt.Fprintf(stderr, "mediaworker %s: %s; see 'mediaworker %s --help'\n", c.name, msg, c.name)
 		return nil, exitUsage, false
 	}
 	return rest, 0, true
