@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/scanner"
@@ -85,6 +86,9 @@ func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
 	switch {
 	case err == nil:
 		return nil
+	case scanner.IsMisconfigured(err) && strings.Contains(err.Error(), "AlertExceedsMax"):
+		return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("clamd at %s passes what it cannot scan as clean: %w", cfg.Scanner.Addr, err),
+			Fix: "set AlertExceedsMax yes in its clamd.conf, or point --clamd-addr at a clamd configured so"}
 	case scanner.IsMisconfigured(err):
 		return &SettingError{Setting: "max-input-bytes", Err: fmt.Errorf("clamd at %s cannot scan inputs up to %d bytes: %w", cfg.Scanner.Addr, cfg.Pipeline.MaxInputBytes, err),
 			Fix: "raise StreamMaxLength, MaxFileSize and MaxScanSize in clamd.conf to at least this cap (with AlertExceedsMax yes), or lower --max-input-bytes"}

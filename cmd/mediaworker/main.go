@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"strings"
 	"syscall"
 )
 
@@ -90,10 +91,15 @@ func parseOrUsage(c *command, args []string, stdout, stderr io.Writer) ([]string
 	}
 	if err != nil {
 		// One line, naming the flag as it is written (--x) and its variable.
-		msg := badFlag.ReplaceAllStringFunc(oneLine(err.Error()), func(m string) string {
-			name := badFlag.FindStringSubmatch(m)[1]
-			return fmt.Sprintf("for --%s (%s):", name, envName(name))
-		})
+		msg := oneLine(err.Error())
+		if m := badFlag.FindStringSubmatchIndex(msg); m != nil {
+			name := msg[m[2]:m[3]]
+			rest := strings.TrimSpace(msg[m[1]:])
+			if f := c.fs.Lookup(name); f != nil {
+				rest = valueProblem(f, errors.New(rest))
+			}
+			msg = fmt.Sprintf("%sfor --%s (%s): %s", msg[:m[0]], name, envName(name), rest)
+		}
 		fmt.Fprintf(stderr, "mediaworker %s: %s; see 'mediaworker %s --help'\n", c.name, msg, c.name)
 		return nil, exitUsage, false
 	}

@@ -94,6 +94,8 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	// Debian's packaged clamd.conf leaves StreamMaxLength at 25M, below the default 500 MiB input cap.
 	debianClamd := testenv.StartClamdWith(t, map[string]string{"StreamMaxLength": "25M"})
+	// clamd's own default: what it cannot scan in full is reported clean.
+	lenientClamd := testenv.StartClamdWith(t, map[string]string{"AlertExceedsMax": "no"})
 	file := filepath.Join(t.TempDir(), "a-file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -107,6 +109,8 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 	}{
 		{"clamd limits below the input cap", []string{"--clamd-addr", debianClamd.Addr}, nil,
 			[]string{"--max-input-bytes", "MW_MAX_INPUT_BYTES", "StreamMaxLength"}},
+		{"clamd passes what it cannot scan", []string{"--clamd-addr", lenientClamd.Addr}, nil,
+			[]string{"--clamd-addr", "MW_CLAMD_ADDR", "AlertExceedsMax yes"}},
 		{"clamd unreachable", []string{"--clamd-addr", "tcp://" + closedPort(t), "--clamd-wait", "2s"}, nil,
 			[]string{"--clamd-addr", "MW_CLAMD_ADDR", "did not answer"}},
 		{"nats unreachable", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + closedPort(t)}, nil,
@@ -126,9 +130,9 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 		{"negative slots from the environment", nil, []string{"MW_MAX_VIDEO_JOBS=-1"},
 			[]string{"--max-video-jobs", "MW_MAX_VIDEO_JOBS"}},
 		{"unparsable duration", []string{"--job-timeout", "ten minutes"}, nil,
-			[]string{"--job-timeout", "MW_JOB_TIMEOUT"}},
+			[]string{"--job-timeout", "MW_JOB_TIMEOUT", "not a duration"}},
 		{"unparsable duration from the environment", nil, []string{"MW_ACK_WAIT=soon"},
-			[]string{"MW_ACK_WAIT"}},
+			[]string{"MW_ACK_WAIT", "--ack-wait", "not a duration"}},
 		{"unknown storage", []string{"--storage", "ftp"}, nil,
 			[]string{"--storage", "MW_STORAGE", `"nats" or "s3"`}},
 		{"unparsable size", []string{"--max-input-bytes", "lots"}, nil,
