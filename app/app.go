@@ -51,16 +51,18 @@ type App struct {
 }
 
 // New builds every part from cfg. On error, whatever was started is stopped again.
-func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error) {
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a = &App{cfg: cfg, log: log}
-	defer func(a *App) { // a as built: `return nil, err` sets the named result to nil before this runs
+	// a is a local, not the named result: `return nil, err` nils the result, and the closers below
+	// (and this cleanup) must still see the app as built.
+	a := &App{cfg: cfg, log: log}
+	defer func() {
 		if err != nil {
 			a.Close()
 		}
-	}(a)
+	}()
 
 	// Up to four pools' worth of jobs per kind may wait without holding intake, so a run of queued
 	// videos does not starve the images behind them. (A longer run still can: the request stream is

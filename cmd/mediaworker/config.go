@@ -21,6 +21,7 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	bindCommon(c, &cfg)
 	bindRun(c, &cfg)
 	bindLog(c)
+	bindStartup(c)
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
 	}

@@ -48,7 +48,7 @@ func (c *command) parse(args []string) ([]string, error) {
 				continue
 			}
 			if err := c.fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("environment variable %s=%q: %v", n, v, err))
+				errs = append(errs, fmt.Errorf("environment variable %s=%q (--%s): %s", n, v, f.Name, valueProblem(f, err)))
 			}
 			c.source[f.Name] = n
 			break
@@ -172,4 +172,27 @@ func contains(args []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// valueProblem says what is wrong with a value in words a person can act on; the flag package's own
+// word for a bad number or duration is "parse error".
+func valueProblem(f *flag.Flag, err error) string {
+	if !strings.Contains(err.Error(), "parse error") {
+		return err.Error()
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "not a duration (examples: 90s, 5m, 1h30m)"
+	case bool:
+		return "not a boolean (true or false)"
+	case int, int64, uint, uint64:
+		return "not a whole number"
+	case float64:
+		return "not a number"
+	}
+	return err.Error()
 }

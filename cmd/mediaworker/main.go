@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strings"
 	"syscall"
 )
 
@@ -76,6 +78,9 @@ func topUsage(w io.Writer) {
 	fmt.Fprintln(w, "with an environment variable MW_<FLAG> (e.g. --clamd-addr ↔ MW_CLAMD_ADDR).")
 }
 
+// badFlag matches how the flag package names a flag in its errors.
+var badFlag = regexp.MustCompile(`for flag -([a-z0-9-]+):`)
+
 // parseOrUsage parses a command's flags; it prints help or the error and returns an exit code when the
 // command should not go on.
 func parseOrUsage(c *command, args []string, stdout, stderr io.Writer) ([]string, int, bool) {
@@ -85,7 +90,17 @@ func parseOrUsage(c *command, args []string, stdout, stderr io.Writer) ([]string
 		return nil, exitOK, false
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "mediaworker %s: %v\n\nRun 'mediaworker %s --help' for usage.\n", c.name, err, c.name)
+		// One line, naming the flag as it is written (--x) and its variable.
+		msg := oneLine(err.Error())
+		if m := badFlag.FindStringSubmatchIndex(msg); m != nil {
+			name := msg[m[2]:m[3]]
+			rest := strings.TrimSpace(msg[m[1]:])
+			if f := c.fs.Lookup(name); f != nil {
+				rest = valueProblem(f, errors.New(rest))
+			}
+			msg = fmt.Sprintf("%sfor --%s (%s): %s", msg[:m[0]], name, envName(name), rest)
+		}
+		fmt.Fprintf(stderr, "mediaworker %s: %s; see 'mediaworker %s --help'\n", c.name, msg, c.name)
 		return nil, exitUsage, false
 	}
 	return rest, 0, true

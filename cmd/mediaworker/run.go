@@ -41,6 +41,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bindCommon(c, &cfg)
 	bindRun(c, &cfg)
 	logLevel, logFormat := bindLog(c)
+	clamdWait := bindStartup(c)
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
 	}
@@ -52,8 +53,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// clamd is asked to scan whatever the worker accepts.
 	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mediaworker run: invalid settings:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		fmt.Fprintf(stderr, "mediaworker run: %s\n", oneLine(invalidSettings(c, args, bindRunSettings, err)))
 		return exitUsage
+	}
+	if *clamdWait < 0 {
+		fmt.Fprintf(stderr, "mediaworker run: --clamd-wait (MW_CLAMD_WAIT) is %s: it must be 0 or more\n", *clamdWait)
+		return exitUsage
+	}
+	if err := app.Preflight(ctx, cfg, *clamdWait); err != nil {
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		return failStart(stderr, exitFailure, err)
 	}
 	shutdownTracing, err := tracing.Setup(ctx, version)
 	if err != nil {
@@ -76,8 +87,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		log.Error().Err(err).Msg("cannot start")
-		return exitFailure
+		return failStart(stderr, exitFailure, err)
 	}
 	defer a.Close()
 	if err := <-libvips; err != nil {

@@ -101,7 +101,7 @@ func (s *Store) getOneChunk(ctx context.Context, bucket, subject string, size ui
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
 	var msg *jetstream.RawStreamMsg
-	err := s.withStream(octx, bucket, func(st jetstream.Stream) (err error) {
+	err := s.withStream(octx, bucket, true, func(st jetstream.Stream) (err error) {
 		msg, err = st.GetLastMsgForSubject(octx, subject)
 		return err
 	})

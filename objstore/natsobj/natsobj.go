@@ -89,9 +89,6 @@ const (
 	getBatch        = 16           // chunks (128 KiB each) buffered per Get: ~2 MiB, not the default 500
 )
 
-// purgeGrace is how long a cancelled Put may take to purge the chunks it already stored.
-const purgeGrace = 2 * time.Second
-
 // validBucket is the object store's own rule for bucket names.
 var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
@@ -137,8 +134,8 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 }
 
 // Put stores the object; see the package comment for why the bucket must already exist. A failed Put
-// leaves the previous version in place: the object store publishes the new metadata only after all
-// chunks are stored.
+// leaves the previous version in place: the new metadata is published only after all chunks are
+// stored (put.go says why this package writes the object-store layout itself).
 func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, contentType string) error {
 	if err := s.put(ctx, bucket, key, r, size, contentType); err != nil {
 		return fmt.Errorf("putting %s/%s: %w", bucket, key, err)
@@ -160,24 +157,13 @@ func (s *Store) put(ctx context.Context, bucket, key string, r io.Reader, size i
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// ObjectStore.Put purges the chunks of a failed upload with the context it was given, so when
-	// that context is cancelled the purge fails and the chunks stay in the stream for good. So
-	// cancellation (or the deadline) reaches it first as a read error, after which it purges with a
-	// context that is still live; only if that takes longer than purgeGrace is its context
-	// cancelled too. (Its context has no deadline, so it bounds each publish by the client's default
-	// timeout.)
-	putCtx, cancelPut := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelPut()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(purgeGrace, cancelPut) })
-	defer stop()
 	cr := &countingReader{r: r, ctx: ctx}
-	return s.withHandle(ctx, bucket, false, func(h jetstream.ObjectStore) error {
+	return s.withStream(ctx, bucket, false, func(stream jetstream.Stream) error {
 		if cr.n > 0 {
 			// Part of r is gone: a retry could store a truncated object.
 			return errors.New("bucket stream vanished during the upload")
 		}
-		_, err := h.Put(putCtx, meta, cr)
-		return err
+		return s.putObject(ctx, stream, bucket, meta, cr)
 	})
 }
 
@@ -313,9 +299,9 @@ type bound struct {
 }
 
 // withStream is withHandle for the bucket's stream.
-func (s *Store) withStream(ctx context.Context, bucket string, fn func(jetstream.Stream) error) error {
+func (s *Store) withStream(ctx context.Context, bucket string, read bool, fn func(jetstream.Stream) error) error {
 	for attempt := 0; ; attempt++ {
-		b, cached, err := s.bind(ctx, bucket, true)
+		b, cached, err := s.bind(ctx, bucket, read)
 		if err != nil {
 			return err
 		}

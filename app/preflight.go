@@ -1,0 +1,126 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mediaworker/mediaworker/scanner"
+)
+
+// SettingError is a start-up check that failed because of one setting: Setting is the flag's name
+// (without dashes; the environment variable is MW_<SETTING>), Fix says what to change. The command
+// prints it as one line, so an operator reads the cause and the remedy without a stack of log lines.
+type SettingError struct {
+	Setting string
+	Err     error
+	Fix     string
+}
+
+func (e *SettingError) Error() string {
+	if e.Fix == "" {
+		return fmt.Sprintf("--%s: %v", e.Setting, e.Err)
+	}
+	return fmt.Sprintf("--%s: %v; %s", e.Setting, e.Err, e.Fix)
+}
+
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// Preflight checks, before anything is started, what would otherwise fail late or obscurely: the data
+// and scratch directories are writable, the listen ports are free, and clamd answers within clamdWait
+// (a clamd loading its database refuses connections for a minute or so) with limits that cover the
+// input cap. Every failure is a *SettingError naming the setting to change.
+func Preflight(ctx context.Context, cfg Config, clamdWait time.Duration) error {
+	if cfg.NATS.URL == "" {
+		if err := writableDir(filepath.Join(cfg.NATS.Embedded.DataDir, "jetstream")); err != nil {
+			return &SettingError{Setting: "data-dir", Err: err, Fix: "point it at a directory this user can create and write"}
+		}
+		if err := portFree(cfg.NATS.Embedded.Listen); err != nil {
+			return &SettingError{Setting: "nats-listen", Err: err, Fix: "stop what listens there, or choose another address (another mediaworker? give each its own --nats-listen and --data-dir)"}
+		}
+	}
+	if err := writableDir(cfg.Pipeline.TmpDir); err != nil {
+		return &SettingError{Setting: "tmp-dir", Err: err, Fix: "point it at a directory this user can create and write"}
+	}
+	if cfg.HTTPAddr != "" {
+		if err := portFree(cfg.HTTPAddr); err != nil {
+			return &SettingError{Setting: "http-addr", Err: err, Fix: "stop what listens there, choose another address, or set it empty to disable HTTP"}
+		}
+	}
+	return checkClamd(ctx, cfg, clamdWait)
+}
+
+// checkClamd waits up to wait for clamd's PONG, then asks CheckLimits whether clamd scans every input up
+// to the cap (its defaults pass what they cannot scan as clean).
+func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
+	s, err := scanner.New(cfg.Scanner)
+	if err != nil {
+		return &SettingError{Setting: "clamd-addr", Err: err}
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		pctx, pcancel := context.WithTimeout(wctx, 5*time.Second)
+		err = s.Ping(pctx)
+		pcancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wctx.Done():
+			return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("clamd at %s did not answer PING within %s: %w", cfg.Scanner.Addr, wait, err),
+				Fix: "start clamd (it needs a signature database) or correct the address; --clamd-wait sets how long start-up waits for it"}
+		case <-time.After(time.Second):
+		}
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer lcancel()
+	err = s.CheckLimits(lctx, cfg.Pipeline.MaxInputBytes)
+	switch {
+	case err == nil:
+		return nil
+	case scanner.IsMisconfigured(err) && strings.Contains(err.Error(), "AlertExceedsMax"):
+		return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("clamd at %s passes what it cannot scan as clean: %w", cfg.Scanner.Addr, err),
+			Fix: "set AlertExceedsMax yes in its clamd.conf, or point --clamd-addr at a clamd configured so"}
+	case scanner.IsMisconfigured(err):
+		return &SettingError{Setting: "max-input-bytes", Err: fmt.Errorf("clamd at %s cannot scan inputs up to %d bytes: %w", cfg.Scanner.Addr, cfg.Pipeline.MaxInputBytes, err),
+			Fix: "raise StreamMaxLength, MaxFileSize and MaxScanSize in clamd.conf to at least this cap (with AlertExceedsMax yes), or lower --max-input-bytes"}
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("checking clamd's limits at %s: %w", cfg.Scanner.Addr, err), Fix: "check that clamd is healthy"}
+	}
+}
+
+// writableDir creates dir if needed and proves a file can be created in it.
+func writableDir(dir string) error {
+	if dir == "" {
+		return errors.New("is empty")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".mediaworker-preflight-*")
+	if err != nil {
+		return fmt.Errorf("writing in %s: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// portFree reports whether addr can be listened on now (port 0 always can).
+func portFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return ln.Close()
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/nats-io/nats.go"
+)
+
+// Start-up failures are printed as one plain line on stderr, "mediaworker run: <cause>; <fix>", naming
+// the flag and its variable: the operator meeting them first is usually someone installing the worker,
+// and a JSON log record or a multi-line dump hides the one thing to change.
+
+// failStart prints err as one line and returns the exit code.
+func failStart(stderr io.Writer, code int, err error) int {
+	fmt.Fprintf(stderr, "mediaworker run: %s\n", oneLine(startupMessage(err)))
+	return code
+}
+
+// startupMessage says which setting to change for the errors start-up can meet.
+func startupMessage(err error) string {
+	var se *app.SettingError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("%v (--%s, %s): %s", se.Err, se.Setting, envName(se.Setting), se.Fix)
+	case errors.Is(err, nats.ErrAuthorization):
+		return fmt.Sprintf("%v: NATS refused the credentials; check --nats-creds (NATS_CREDS) or the server's accounts", err)
+	case errors.Is(err, nats.ErrNoServers):
+		return fmt.Sprintf("%v: set --nats-url (NATS_URL) to a running NATS server, or leave it empty to run the embedded one", err)
+	case strings.HasPrefix(err.Error(), "connecting to nats"):
+		return fmt.Sprintf("%v: check --nats-url (NATS_URL) and --nats-creds (NATS_CREDS)", err)
+	}
+	return err.Error()
+}
+
+// invalidSettings explains why cfg does not validate, naming the flags whose values cause it. The
+// packages' Validate methods describe their config fields, not flags; blame is found by resetting each
+// flag that was set (by flag or variable) to its default and seeing which errors go away.
+func invalidSettings(c *command, args []string, bind func(*command, *app.Config), verr error) string {
+	msgs := errorLines(verr)
+	blamed := map[string][]string{}
+	c.fs.Visit(func(f *flag.Flag) {
+		probe := app.DefaultConfig()
+		pc := newCommand(c.name, "", "")
+		bind(pc, &probe)
+		if _, err := pc.parse(args); err != nil {
+			return
+		}
+		if err := pc.fs.Set(f.Name, f.DefValue); err != nil {
+			return
+		}
+		probe.Scanner.MaxStreamBytes = probe.Pipeline.MaxInputBytes // as run does
+		still := map[string]bool{}
+		for _, m := range errorLines(probe.Validate()) {
+			still[m] = true
+		}
+		for _, m := range msgs {
+			if !still[m] {
+				blamed[m] = append(blamed[m], f.Name)
+			}
+		}
+	})
+	parts := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		var names []string
+		for _, n := range blamed[m] {
+			src := envName(n)
+			if s := c.source[n]; s != "" && s != "flag" {
+				src = s
+			}
+			names = append(names, fmt.Sprintf("--%s (%s)", n, src))
+		}
+		if len(names) > 0 {
+			m = fmt.Sprintf("%s: %s", strings.Join(names, ", "), m)
+		}
+		parts = append(parts, m)
+	}
+	return "invalid settings: " + strings.Join(parts, "; ")
+}
+
+// errorLines flattens a joined error into its messages.
+func errorLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// bindStartup registers how long start-up waits for clamd. It is a run-only setting: the worker
+// itself waits for clamd whenever it is down, but at start a clamd that never answers is most often a
+// wrong address, which should stop the start with a clear error rather than look like a slow queue.
+func bindStartup(c *command) *time.Duration {
+	d := new(time.Duration)
+	*d = 2 * time.Minute
+	durationVar(c.fs, d, "clamd-wait", "at start, how long to wait for clamd to answer (it loads its database first) before exiting with an error")
+	return d
+}
+
+// bindRunSettings binds what `run` reads into cfg, for invalidSettings' probes.
+func bindRunSettings(c *command, cfg *app.Config) {
+	bindCommon(c, cfg)
+	bindRun(c, cfg)
+	bindLog(c)
+	bindStartup(c)
+}

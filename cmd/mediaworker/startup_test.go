@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// binary builds cmd/mediaworker once per test run: start-up failures are judged on what operators run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mw-startup-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "mediaworker")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("building mediaworker: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// busyPort returns a loopback address something listens on until the test ends.
+func busyPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+// startAuthNATS runs a server that only admits user "mw" with password "right".
+func startAuthNATS(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoLog: true, NoSigs: true, Username: "mw", Password: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server did not become ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return "nats://mw:wrong@" + strings.TrimPrefix(s.ClientURL(), "nats://")
+}
+
+// Every start-up misconfiguration stops the built binary with exit status ≠ 0 and one human line on
+// stderr that names the setting (flag and variable) — never a panic, a JSON record or a stack.
+func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
+	bin := binary(t)
+	clamd := testenv.StartClamd(t)
+	// Debian's packaged clamd.conf leaves StreamMaxLength at 25M, below the default 500 MiB input cap.
+	debianClamd := testenv.StartClamdWith(t, map[string]string{"StreamMaxLength": "25M"})
+	// clamd's own default: what it cannot scan in full is reported clean.
+	lenientClamd := testenv.StartClamdWith(t, map[string]string{"AlertExceedsMax": "no"})
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		want []string // each must appear in the line
+	}{
+		{"clamd limits below the input cap", []string{"--clamd-addr", debianClamd.Addr}, nil,
+			[]string{"--max-input-bytes", "MW_MAX_INPUT_BYTES", "StreamMaxLength"}},
+		{"clamd passes what it cannot scan", []string{"--clamd-addr", lenientClamd.Addr}, nil,
+			[]string{"--clamd-addr", "MW_CLAMD_ADDR", "AlertExceedsMax yes"}},
+		{"clamd unreachable", []string{"--clamd-addr", "tcp://" + closedPort(t), "--clamd-wait", "2s"}, nil,
+			[]string{"--clamd-addr", "MW_CLAMD_ADDR", "did not answer"}},
+		{"nats unreachable", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + closedPort(t)}, nil,
+			[]string{"--nats-url", "NATS_URL"}},
+		{"nats refuses the credentials", []string{"--clamd-addr", clamd.Addr, "--nats-url", startAuthNATS(t)}, nil,
+			[]string{"--nats-creds", "refused the credentials"}},
+		{"data dir not writable", []string{"--clamd-addr", clamd.Addr, "--data-dir", filepath.Join(file, "data")}, nil,
+			[]string{"--data-dir", "MW_DATA_DIR"}},
+		{"scratch dir not writable", []string{"--clamd-addr", clamd.Addr, "--tmp-dir", filepath.Join(file, "tmp")}, nil,
+			[]string{"--tmp-dir", "MW_TMP_DIR"}},
+		{"http port in use", []string{"--clamd-addr", clamd.Addr, "--http-addr", busyPort(t)}, nil,
+			[]string{"--http-addr", "MW_HTTP_ADDR", "address already in use"}},
+		{"nats listen port in use", []string{"--clamd-addr", clamd.Addr, "--nats-listen", busyPort(t)}, nil,
+			[]string{"--nats-listen", "MW_NATS_LISTEN", "address already in use"}},
+		{"negative slots", []string{"--max-image-jobs", "-2"}, nil,
+			[]string{"--max-image-jobs", "MW_MAX_IMAGE_JOBS", "at least 1"}},
+		{"negative slots from the environment", nil, []string{"MW_MAX_VIDEO_JOBS=-1"},
+			[]string{"--max-video-jobs", "MW_MAX_VIDEO_JOBS"}},
+		{"unparsable duration", []string{"--job-timeout", "ten minutes"}, nil,
+			[]string{"--job-timeout", "MW_JOB_TIMEOUT", "not a duration"}},
+		{"unparsable duration from the environment", nil, []string{"MW_ACK_WAIT=soon"},
+			[]string{"MW_ACK_WAIT", "--ack-wait", "not a duration"}},
+		{"unknown storage", []string{"--storage", "ftp"}, nil,
+			[]string{"--storage", "MW_STORAGE", `"nats" or "s3"`}},
+		{"unparsable size", []string{"--max-input-bytes", "lots"}, nil,
+			[]string{"--max-input-bytes", "byte size"}},
+		{"negative clamd wait", []string{"--clamd-wait", "-1s"}, nil,
+			[]string{"--clamd-wait", "MW_CLAMD_WAIT"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"run", "--data-dir", filepath.Join(dir, "data"), "--tmp-dir", filepath.Join(dir, "tmp"),
+				"--nats-listen", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--clamd-wait", "30s"}, tc.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Env = append(os.Environ(), tc.env...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+				t.Fatalf("want a non-zero exit status, got %v (ctx %v)\nstderr:\n%s", err, ctx.Err(), stderr.String())
+			}
+			out := stderr.String()
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "mediaworker run: ") {
+				t.Fatalf("want one line \"mediaworker run: …\" on stderr, got %d:\n%s", len(lines), out)
+			}
+			for _, bad := range []string{"panic", "goroutine", "{\""} {
+				if strings.Contains(out, bad) {
+					t.Errorf("stderr contains %q:\n%s", bad, out)
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, out)
+				}
+			}
+			t.Logf("exit %d: %s", ee.ExitCode(), lines[0])
+		})
+	}
+
+	// app.New itself (what a program embedding the worker calls) refuses the same clamd with the
+	// error, not a nil-pointer panic in its cleanup.
+	t.Run("app.New with clamd limits below the cap", func(t *testing.T) {
+		cfg := app.DefaultConfig()
+		cfg.NATS.Embedded.DataDir = t.TempDir()
+		cfg.NATS.Embedded.Listen = "127.0.0.1:0"
+		cfg.Pipeline.TmpDir = t.TempDir()
+		cfg.HTTPAddr = "127.0.0.1:0"
+		cfg.Scanner.Addr = debianClamd.Addr
+		a, err := app.New(context.Background(), cfg, zerolog.Nop())
+		if err == nil {
+			a.Close()
+			t.Fatal("app.New accepted a clamd with StreamMaxLength 25M below a 500 MiB cap")
+		}
+		if !strings.Contains(err.Error(), "clamd") {
+			t.Fatalf("error does not name clamd: %v", err)
+		}
+	})
+}
