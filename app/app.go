@@ -132,8 +132,8 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 // delete each other's work), removes job dirs a crashed run left behind, and points libvips' TMPDIR at it.
 func (a *App) prepareTmpDir() error {
 	dir := a.cfg.Pipeline.TmpDir
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating tmp dir: %w", err)
+	if err := privateDir(dir, "--tmp-dir"); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -179,6 +179,9 @@ func (a *App) connect(ctx context.Context) error {
 		}),
 	}
 	if url == "" {
+		if err := privateDir(a.cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
+			return err
+		}
 		s, err := natsjs.StartEmbedded(a.cfg.NATS.Embedded, a.log)
 		if err != nil {
 			return err
