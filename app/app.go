@@ -182,21 +182,31 @@ func (a *App) connect(ctx context.Context) error {
 		if err := privateDir(a.cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
 			return err
 		}
-		s, err := natsjs.StartEmbedded(a.cfg.NATS.Embedded, a.log)
+		s, err := natsjs.StartEmbedded(a.cfg.NATS.embedded(), a.log)
 		if err != nil {
 			return err
 		}
 		a.embedded = s
 		url = s.ClientURL()
-		// In-process: no socket hop, no reconnect storms.
+		// In-process: no socket hop, no reconnect storms, no TLS; the server still checks the credential.
+		creds, err := a.cfg.NATS.Auth.CredentialOptions()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, creds...)
 		opts = append(opts, nats.InProcessServer(s))
-		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).Msg("embedded nats server started")
-	} else if a.cfg.NATS.Creds != "" {
-		opts = append(opts, nats.UserCredentials(a.cfg.NATS.Creds))
+		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).
+			Str("auth", orNone(a.cfg.NATS.Auth.Method(), a.cfg.NATS.Embedded.ServerConfig)).Msg("embedded nats server started")
+	} else {
+		auth, err := a.cfg.NATS.Auth.Options()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, auth...)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connecting to nats at %s: %w", url, err)
+		return fmt.Errorf("connecting to nats at %s: %w%s", url, err, natsjs.AuthHint(err))
 	}
 	a.nc = nc
 	js, err := jetstream.New(nc)
@@ -311,6 +321,17 @@ func (a *App) HTTPAddr() string {
 		return ""
 	}
 	return a.httpLn.Addr().String()
+}
+
+// orNone describes the embedded server's authentication for the log.
+func orNone(method, serverConfig string) string {
+	switch {
+	case serverConfig != "":
+		return "as " + serverConfig + " says"
+	case method != "":
+		return method
+	}
+	return "none (loopback only)"
 }
 
 // NATSURL is the client URL of the NATS in use.
