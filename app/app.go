@@ -138,8 +138,8 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 // delete each other's work), removes job dirs a crashed run left behind, and points libvips' TMPDIR at it.
 func (a *App) prepareTmpDir() error {
 	dir := a.cfg.Pipeline.TmpDir
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating tmp dir: %w", err)
+	if err := privateDir(dir, "--tmp-dir"); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -185,21 +185,34 @@ func (a *App) connect(ctx context.Context) error {
 		}),
 	}
 	if url == "" {
-		s, err := natsjs.StartEmbedded(a.cfg.NATS.Embedded, a.log)
+		if err := privateDir(a.cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
+			return err
+		}
+		s, err := natsjs.StartEmbedded(a.cfg.NATS.embedded(), a.log)
 		if err != nil {
 			return err
 		}
 		a.embedded = s
 		url = s.ClientURL()
-		// In-process: no socket hop, no reconnect storms.
+		// In-process: no socket hop, no reconnect storms, no TLS; the server still checks the credential.
+		creds, err := a.cfg.NATS.Auth.CredentialOptions()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, creds...)
 		opts = append(opts, nats.InProcessServer(s))
-		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).Msg("embedded nats server started")
-	} else if a.cfg.NATS.Creds != "" {
-		opts = append(opts, nats.UserCredentials(a.cfg.NATS.Creds))
+		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).
+			Str("auth", orNone(a.cfg.NATS.Auth.Method(), a.cfg.NATS.Embedded.ServerConfig)).Msg("embedded nats server started")
+	} else {
+		auth, err := a.cfg.NATS.Auth.Options()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, auth...)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connecting to nats at %s: %w", url, err)
+		return fmt.Errorf("connecting to nats at %s: %w%s", url, err, natsjs.AuthHint(err))
 	}
 	a.nc = nc
 	js, err := jetstream.New(nc)
@@ -314,6 +327,17 @@ func (a *App) HTTPAddr() string {
 		return ""
 	}
 	return a.httpLn.Addr().String()
+}
+
+// orNone describes the embedded server's authentication for the log.
+func orNone(method, serverConfig string) string {
+	switch {
+	case serverConfig != "":
+		return "as " + serverConfig + " says"
+	case method != "":
+		return method
+	}
+	return "none (loopback only)"
 }
 
 // NATSURL is the client URL of the NATS in use.

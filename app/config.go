@@ -28,9 +28,17 @@ const (
 
 // NATSConfig says how to reach NATS: a URL, or an embedded server when URL is empty.
 type NATSConfig struct {
-	URL      string // empty: start the embedded server
-	Creds    string // credentials file for URL
+	URL  string            // empty: start the embedded server
+	Auth natsjs.ClientAuth // the worker's credentials; the embedded server accepts them (see EmbeddedConfig.Auth)
+	// Embedded configures the embedded server; its Auth is always NATSConfig.Auth (see embedded).
 	Embedded natsjs.EmbeddedConfig
+}
+
+// embedded is the embedded server's configuration with the worker's credentials.
+func (c NATSConfig) embedded() natsjs.EmbeddedConfig {
+	e := c.Embedded
+	e.Auth = c.Auth
+	return e
 }
 
 // Config is everything `mediaworker run` needs.
@@ -99,7 +107,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.NATS.URL == "" {
-		add("embedded nats", c.NATS.Embedded.Validate())
+		add("embedded nats", c.NATS.embedded().Validate())
+	} else {
+		add("nats", c.NATS.Auth.Validate())
 	}
 	add("streams", c.Streams.Validate())
 	if c.MaxImageJobs < 1 || c.MaxVideoJobs < 1 {

@@ -133,27 +133,6 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// handleObject serves an object from the NATS object store, so the URLs in responses work out of the box
-// in the embedded default. Put a CDN or a real S3 in front for anything public.
-func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
-	bucket, key := r.PathValue("bucket"), r.PathValue("key")
-	info, err := a.store.Stat(r.Context(), bucket, key)
-	if err != nil {
-		if objstore.IsPermanent(err) {
-			http.Error(w, "not found", http.StatusNotFound)
-			return
-		}
-		http.Error(w, "object store unavailable", http.StatusServiceUnavailable)
-		return
-	}
-	if info.ContentType != "" {
-		w.Header().Set("Content-Type", info.ContentType)
-	}
-	w.Header().Set("Content-Length", fmt.Sprint(info.Size))
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = a.store.Get(r.Context(), bucket, key, w)
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

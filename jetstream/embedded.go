@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -13,44 +14,124 @@ import (
 
 // EmbeddedConfig configures the in-process JetStream server used when no NATS URL is given.
 type EmbeddedConfig struct {
-	Listen       string        // host:port for clients, e.g. 127.0.0.1:4222 (so the nats CLI can connect)
-	DataDir      string        // JetStream store lives in DataDir/jetstream
-	SyncInterval time.Duration // 0: the server default (2 min); see the docs on power loss
-	SyncAlways   bool          // fsync every write: safest on a single edge server, slower
+	Listen  string // host:port for clients, e.g. 127.0.0.1:4222 (so the nats CLI can connect)
+	DataDir string // JetStream store lives in DataDir/jetstream
+	// SyncInterval is how often the server fsyncs the JetStream store when SyncAlways is off (0: the
+	// server's default of 2 min). What was acknowledged since the last fsync is lost on power loss.
+	SyncInterval time.Duration
+	SyncAlways   bool // fsync every write: nothing acknowledged is lost on power loss (see docs/operations.md)
+
+	// Auth is the credential the server accepts when ServerConfig is empty: its token, its user and
+	// password, or the public key of its nkey seed. The worker's own connection presents it too.
+	Auth ClientAuth
+	// ServerConfig is a nats-server configuration file for anything richer: accounts, users and their
+	// permissions (deploy/nats/accounts.conf), an operator and resolver for decentralised auth. Its
+	// listen address, JetStream store and sync settings are overridden by the fields above.
+	ServerConfig string
+	// TLSCert and TLSKey make the server require TLS from network clients (the worker's own in-process
+	// connection needs none).
+	TLSCert, TLSKey string
 }
 
-// Validate checks the settings.
+// Validate checks the settings, and that a server reachable from the network authenticates its
+// clients: it refuses to listen beyond loopback for anonymous clients, as the scan API refuses to
+// without its token. It binds nothing.
 func (c EmbeddedConfig) Validate() error {
-	host, port, err := net.SplitHostPort(c.Listen)
+	_, err := c.serverOptions()
+	return err
+}
+
+// serverOptions turns the settings into nats-server options, checking them on the way.
+func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
+	host, portStr, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return fmt.Errorf("nats listen address %q: %w", c.Listen, err)
+		return nil, fmt.Errorf("--nats-listen %q: %w", c.Listen, err)
 	}
-	if _, err := strconv.Atoi(port); err != nil {
-		return fmt.Errorf("nats listen port %q is not a number", port)
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-listen port %q is not a number", portStr)
 	}
-	_ = host
 	if c.DataDir == "" {
-		return fmt.Errorf("data dir is empty")
+		return nil, errors.New("--data-dir is empty")
+	}
+	if c.SyncInterval < 0 {
+		return nil, fmt.Errorf("--nats-sync-interval %s must not be negative", c.SyncInterval)
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{}
+	if c.ServerConfig != "" {
+		if opts, err = server.ProcessConfigFile(c.ServerConfig); err != nil {
+			return nil, fmt.Errorf("reading --nats-server-config: %w", err)
+		}
+	} else if err := c.acceptAuth(opts); err != nil {
+		return nil, err
+	}
+	opts.ServerName = "mediaworker"
+	opts.Host, opts.Port = host, port
+	opts.JetStream = true
+	opts.StoreDir = filepath.Join(c.DataDir, "jetstream")
+	opts.NoSigs = true // main owns signals
+	opts.SyncInterval, opts.SyncAlways = c.SyncInterval, c.SyncAlways
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("--nats-listen-tls-cert and --nats-listen-tls-key go together")
+	}
+	if c.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey})
+		if err != nil {
+			return nil, fmt.Errorf("loading --nats-listen-tls-cert/--nats-listen-tls-key: %w", err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, false
+	}
+	if !loopbackHost(host) && !authenticates(opts) {
+		return nil, fmt.Errorf("the embedded NATS server would let anonymous clients in on %s: set --nats-token (NATS_TOKEN), --nats-user and --nats-password, --nats-nkey, or --nats-server-config with users or an operator (and no no_auth_user), or listen on 127.0.0.1", c.Listen)
+	}
+	return opts, nil
+}
+
+// acceptAuth makes the server accept exactly the worker's own credential.
+func (c EmbeddedConfig) acceptAuth(opts *server.Options) error {
+	switch c.Auth.Method() {
+	case "creds":
+		return errors.New("--nats-creds needs an operator the embedded server trusts: give it --nats-server-config with operator and resolver, or use --nats-user/--nats-password, --nats-token or --nats-nkey")
+	case "nkey":
+		pub, err := nkeyPublic(c.Auth.NKey)
+		if err != nil {
+			return err
+		}
+		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+	case "user":
+		opts.Users = []*server.User{{Username: c.Auth.User, Password: c.Auth.Password}}
+	case "token":
+		opts.Authorization = c.Auth.Token
 	}
 	return nil
 }
 
+// authenticates reports whether the server refuses clients that present no credentials.
+func authenticates(o *server.Options) bool {
+	if o.NoAuthUser != "" {
+		return false // anonymous clients are let in as that user
+	}
+	return o.Authorization != "" || o.Username != "" || len(o.Users) > 0 || len(o.Nkeys) > 0 ||
+		len(o.TrustedOperators) > 0 || len(o.TrustedKeys) > 0 || o.AuthCallout != nil
+}
+
+// loopbackHost reports whether a listen host only accepts connections from this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // StartEmbedded starts a JetStream server in this process and waits until it accepts connections.
 func StartEmbedded(cfg EmbeddedConfig, log zerolog.Logger) (*server.Server, error) {
-	if err := cfg.Validate(); err != nil {
+	opts, err := cfg.serverOptions()
+	if err != nil {
 		return nil, err
-	}
-	host, portStr, _ := net.SplitHostPort(cfg.Listen)
-	port, _ := strconv.Atoi(portStr)
-	opts := &server.Options{
-		ServerName:   "mediaworker",
-		Host:         host,
-		Port:         port,
-		JetStream:    true,
-		StoreDir:     filepath.Join(cfg.DataDir, "jetstream"),
-		NoSigs:       true, // main owns signals
-		SyncInterval: cfg.SyncInterval,
-		SyncAlways:   cfg.SyncAlways,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -60,7 +141,7 @@ func StartEmbedded(cfg EmbeddedConfig, log zerolog.Logger) (*server.Server, erro
 	go s.Start()
 	if !s.ReadyForConnections(15 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats server did not start listening on %s within 15s (is the port in use?)", cfg.Listen)
+		return nil, fmt.Errorf("embedded nats server did not start listening on %s within 15s (is the port in use? see --nats-listen)", cfg.Listen)
 	}
 	return s, nil
 }

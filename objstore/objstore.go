@@ -27,6 +27,8 @@ type Info struct {
 	Size        int64
 	ContentType string
 	ModTime     time.Time
+	// Variant says the object carries the VariantHeader marker: this worker wrote it as an output.
+	Variant bool
 }
 
 var (

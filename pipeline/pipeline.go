@@ -492,7 +492,8 @@ func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int
 	if err != nil {
 		return 0, err
 	}
-	if err := p.store.Put(ctx, bucket, o.key, f, st.Size(), o.contentType); err != nil {
+	// Marked as ours: the HTTP server serves only objects that carry the marker.
+	if err := p.store.Put(objstore.AsVariant(ctx), bucket, o.key, f, st.Size(), o.contentType); err != nil {
 		return 0, err
 	}
 	return st.Size(), nil

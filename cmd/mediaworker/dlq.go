@@ -164,12 +164,18 @@ func connectJS(cfg app.Config, name string) (*nats.Conn, jetstream.JetStream, er
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	opts := []nats.Option{nats.Name(name)}
-	if cfg.NATS.Creds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATS.Creds))
+	if err := cfg.NATS.Auth.Validate(); err != nil {
+		return nil, nil, err
 	}
-	nc, err := nats.Connect(url, opts...)
+	auth, err := cfg.NATS.Auth.Options()
 	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name)}, auth...)...)
+	if err != nil {
+		if hint := natsjs.AuthHint(err); hint != "" {
+			return nil, nil, fmt.Errorf("connecting to NATS at %s: %w%s", url, err, hint)
+		}
 		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is `mediaworker run` running?)", url, err)
 	}
 	js, err := jetstream.New(nc)

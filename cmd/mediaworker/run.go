@@ -21,9 +21,8 @@ func bindCommon(c *command, cfg *app.Config) {
 	fs := c.fs
 	fs.StringVar(&cfg.Streams.App, "app", cfg.Streams.App, "subject prefix: <app>.media.optimize.request etc.")
 	fs.StringVar(&cfg.NATS.URL, "nats-url", cfg.NATS.URL, "NATS server URL; empty runs an embedded JetStream server")
-	fs.StringVar(&cfg.NATS.Creds, "nats-creds", cfg.NATS.Creds, "NATS credentials file")
 	c.fallbacks["nats-url"] = []string{"NATS_URL"}
-	c.fallbacks["nats-creds"] = []string{"NATS_CREDS"}
+	bindNATSAuth(c, &cfg.NATS.Auth)
 	fs.StringVar(&cfg.Storage, "storage", cfg.Storage, "object store: nats (JetStream object store of the NATS in use) or s3")
 	fs.StringVar(&cfg.S3.Endpoint, "s3-endpoint", cfg.S3.Endpoint, "S3 endpoint host:port (with --storage s3)")
 	fs.StringVar(&cfg.S3.AccessKey, "s3-access-key", cfg.S3.AccessKey, "S3 access key")
@@ -103,9 +102,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func bindRun(c *command, cfg *app.Config) {
 	fs := c.fs
-	fs.StringVar(&cfg.NATS.Embedded.Listen, "nats-listen", cfg.NATS.Embedded.Listen, "client address of the embedded NATS server")
+	fs.StringVar(&cfg.NATS.Embedded.Listen, "nats-listen", cfg.NATS.Embedded.Listen, "client address of the embedded NATS server; beyond loopback it requires a credential (--nats-token, --nats-user, --nats-nkey or --nats-server-config)")
 	fs.StringVar(&cfg.NATS.Embedded.DataDir, "data-dir", cfg.NATS.Embedded.DataDir, "embedded NATS server's store directory")
 	fs.BoolVar(&cfg.NATS.Embedded.SyncAlways, "nats-sync-always", cfg.NATS.Embedded.SyncAlways, "fsync every JetStream write of the embedded server (safe on power loss, slower)")
+	durationVar(fs, &cfg.NATS.Embedded.SyncInterval, "nats-sync-interval", "without --nats-sync-always, how often the embedded server fsyncs (0: nats-server's 2m); a power loss loses what was acknowledged since")
+	fs.StringVar(&cfg.NATS.Embedded.ServerConfig, "nats-server-config", cfg.NATS.Embedded.ServerConfig, "nats-server configuration file for the embedded server: accounts, users, permissions, operator (see deploy/nats)")
+	fs.StringVar(&cfg.NATS.Embedded.TLSCert, "nats-listen-tls-cert", cfg.NATS.Embedded.TLSCert, "certificate (PEM) the embedded server presents: clients must then use TLS")
+	fs.StringVar(&cfg.NATS.Embedded.TLSKey, "nats-listen-tls-key", cfg.NATS.Embedded.TLSKey, "key of --nats-listen-tls-cert")
 	fs.BoolVar(&cfg.Provision, "provision", cfg.Provision, "create or update the streams and the consumer at start")
 	fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(fs, &cfg.Streams.AckWait, "ack-wait", "how long a delivery may go without ack or progress before redelivery")

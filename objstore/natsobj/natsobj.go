@@ -130,6 +130,7 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 		Size:        int64(info.Size),
 		ContentType: contentType(info),
 		ModTime:     info.ModTime,
+		Variant:     info.Headers.Get(objstore.VariantHeader) == "1",
 	}, nil
 }
 
@@ -137,22 +138,25 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 // leaves the previous version in place: the new metadata is published only after all chunks are
 // stored (put.go says why this package writes the object-store layout itself).
 func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size int64, contentType string) error {
-	if err := s.put(ctx, bucket, key, r, size, contentType); err != nil {
+	if err := s.put(ctx, bucket, key, r, size, contentType, objstore.PutsVariant(ctx)); err != nil {
 		return fmt.Errorf("putting %s/%s: %w", bucket, key, err)
 	}
 	return nil
 }
 
-func (s *Store) put(ctx context.Context, bucket, key string, r io.Reader, size int64, contentType string) error {
+func (s *Store) put(ctx context.Context, bucket, key string, r io.Reader, size int64, contentType string, variant bool) error {
 	if err := checkKey(key, false); err != nil {
 		return err
 	}
 	if size >= 0 {
 		r = objstore.ExactReader(r, size)
 	}
-	meta := jetstream.ObjectMeta{Name: key}
+	meta := jetstream.ObjectMeta{Name: key, Headers: nats.Header{}}
 	if contentType != "" {
-		meta.Headers = nats.Header{"Content-Type": []string{contentType}}
+		meta.Headers.Set("Content-Type", contentType)
+	}
+	if variant {
+		meta.Headers.Set(objstore.VariantHeader, "1")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -208,7 +212,11 @@ func (s *Store) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		pw.CloseWithError(err) // nil: EOF for the reader
 		getErr <- err
 	}()
-	putErr := s.Put(ctx, dstBucket, dstKey, pr, info.Size, info.ContentType)
+	// A copy is never marked as a variant: quarantine copies an upload, whatever ctx says.
+	putErr := s.put(ctx, dstBucket, dstKey, pr, info.Size, info.ContentType, false)
+	if putErr != nil {
+		putErr = fmt.Errorf("putting %s/%s: %w", dstBucket, dstKey, putErr)
+	}
 	// Unblock the reader side if Put stopped early, then wait so no goroutine outlives Copy.
 	pr.CloseWithError(errors.New("copy aborted"))
 	if err := <-getErr; err != nil {

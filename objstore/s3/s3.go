@@ -147,7 +147,8 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 	if err != nil {
 		return objstore.Info{}, fmt.Errorf("getting info of %s/%s: %w", bucket, key, mapErr(err))
 	}
-	return objstore.Info{Bucket: bucket, Key: key, Size: oi.Size, ContentType: oi.ContentType, ModTime: oi.LastModified}, nil
+	return objstore.Info{Bucket: bucket, Key: key, Size: oi.Size, ContentType: oi.ContentType, ModTime: oi.LastModified,
+		Variant: oi.Metadata.Get("X-Amz-Meta-"+objstore.VariantHeader) == "1"}, nil
 }
 
 // Get streams the object into w. The response body is copied as it arrives, and a body shorter than
@@ -184,10 +185,11 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 	if size >= 0 {
 		r = objstore.ExactReader(r, size)
 	}
-	_, err := s.client.PutObject(ctx, bucket, key, r, size, minio.PutObjectOptions{
-		ContentType: contentType,
-		PartSize:    uint64(s.cfg.PartSize),
-	})
+	opts := minio.PutObjectOptions{ContentType: contentType, PartSize: uint64(s.cfg.PartSize)}
+	if objstore.PutsVariant(ctx) {
+		opts.UserMetadata = map[string]string{objstore.VariantHeader: "1"}
+	}
+	_, err := s.client.PutObject(ctx, bucket, key, r, size, opts)
 	if err != nil {
 		return fmt.Errorf("putting %s/%s: %w", bucket, key, mapErr(err))
 	}

@@ -1,0 +1,160 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/objstore"
+)
+
+// objectsCSP forbids everything a document could do: a variant is an image or a video, never a page,
+// so even a browser that rendered one as HTML would run no script and load nothing.
+const objectsCSP = "default-src 'none'; sandbox"
+
+// handleObject serves a variant this worker wrote from the NATS object store, so the URLs in responses
+// work out of the box in the embedded default. Put a CDN or a real S3 in front for anything public.
+//
+// Only outputs are served: the key must have the layout of an output key (contracts.OutputContentType,
+// which also gives the content type: the stored one is never used), the object must carry the marker
+// the pipeline sets when it uploads (objstore.VariantHeader), and the quarantine bucket is never read.
+// So an original upload (whatever it contains), a quarantined file or another writer's object under a
+// variant-looking key all answer 404. Range requests and conditional GETs work (http.ServeContent).
+func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
+	bucket, key := r.PathValue("bucket"), r.PathValue("key")
+	ctype, ok := contracts.OutputContentType(key)
+	if !ok || objstore.ValidateKey(key) != nil || contracts.ValidateBucket(bucket) != nil ||
+		(a.cfg.Pipeline.QuarantineBucket != "" && bucket == a.cfg.Pipeline.QuarantineBucket) {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	info, err := a.store.Stat(r.Context(), bucket, key)
+	if err != nil {
+		if objstore.IsPermanent(err) {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		http.Error(w, "object store unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if !info.Variant {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", ctype)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", objectsCSP)
+	h.Set("Cross-Origin-Resource-Policy", "cross-origin") // variants are meant to be embedded by the site
+	// Outputs are rewritten only by a retry of the same request, with the same content: size and write
+	// time identify a version.
+	h.Set("ETag", fmt.Sprintf(`"%x-%x"`, info.Size, info.ModTime.UnixNano()))
+	rs := newObjectReader(r.Context(), a.store, bucket, key, info.Size)
+	defer rs.Close()
+	http.ServeContent(w, r, "", info.ModTime, rs)
+}
+
+// objectReader is an io.ReadSeeker over a stored object for http.ServeContent, without a temp file
+// and without holding the object in memory: Seek only moves the offset, and the first Read after a
+// Seek streams the object from the store through a pipe, discarding the bytes before the offset. A
+// range near the end of a large MP4 thus costs reading the object up to there from the store (in the
+// embedded default, an in-process read of local files), but memory stays at one chunk.
+type objectReader struct {
+	ctx         context.Context
+	store       objstore.Store
+	bucket, key string
+	size        int64
+
+	pos  int64          // offset the next Read returns
+	pr   *io.PipeReader // current stream, positioned at pos; nil: none
+	done chan struct{}  // closed when the current stream's Get has returned
+}
+
+func newObjectReader(ctx context.Context, s objstore.Store, bucket, key string, size int64) *objectReader {
+	return &objectReader{ctx: ctx, store: s, bucket: bucket, key: key, size: size}
+}
+
+func (o *objectReader) Seek(offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = o.pos + offset
+	case io.SeekEnd:
+		abs = o.size + offset
+	default:
+		return o.pos, errors.New("seeking: invalid whence")
+	}
+	if abs < 0 {
+		return o.pos, errors.New("seeking: negative position")
+	}
+	if abs != o.pos {
+		o.stop()
+		o.pos = abs
+	}
+	return abs, nil
+}
+
+func (o *objectReader) Read(p []byte) (int, error) {
+	if o.pos >= o.size {
+		return 0, io.EOF
+	}
+	if o.pr == nil {
+		o.start()
+	}
+	n, err := o.pr.Read(p)
+	o.pos += int64(n)
+	return n, err
+}
+
+func (o *objectReader) start() {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	o.pr, o.done = pr, done
+	skip := o.pos
+	go func() {
+		defer close(done)
+		_, err := o.store.Get(o.ctx, o.bucket, o.key, &skipWriter{w: pw, skip: skip})
+		pw.CloseWithError(err) // nil: EOF for the reader
+	}()
+}
+
+// stop ends the current stream and waits for its Get, so no goroutine outlives the request.
+func (o *objectReader) stop() {
+	if o.pr == nil {
+		return
+	}
+	o.pr.CloseWithError(errors.New("reader closed"))
+	<-o.done
+	o.pr, o.done = nil, nil
+}
+
+// Close stops any stream; it is idempotent.
+func (o *objectReader) Close() error {
+	o.stop()
+	return nil
+}
+
+// skipWriter drops the first skip bytes and passes the rest on.
+type skipWriter struct {
+	w    io.Writer
+	skip int64
+}
+
+func (s *skipWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if s.skip >= int64(n) {
+		s.skip -= int64(n)
+		return n, nil
+	}
+	rest := p[s.skip:]
+	s.skip = 0
+	if _, err := s.w.Write(rest); err != nil {
+		return 0, err
+	}
+	return n, nil
+}

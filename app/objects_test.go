@@ -1,0 +1,144 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/objstore"
+)
+
+func fetchURL(t *testing.T, url string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+// /objects serves the variants the worker wrote, as what they are, and nothing else: not the
+// original, not a quarantined file, not an HTML page uploaded as page.jpg, not an object someone else
+// put under a variant's key, not a path that climbs out.
+func TestObjectsServeOnlyVariants(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.Pipeline.QuarantineBucket = "quarantine" })
+	base := "http://" + w.app.HTTPAddr() + "/objects/"
+	media := t.TempDir()
+
+	id := w.request(w.upload(testenv.MakeJPEG(t, media, 1600, 1200), "site/p.jpg"))
+	r := w.await(id, time.Minute)
+	if !r.Success || len(r.Processed) != 3 {
+		t.Fatalf("want success with 3 variants, got %+v", r)
+	}
+	for _, v := range r.Processed {
+		resp, body := fetchURL(t, v.URL, nil)
+		h := resp.Header
+		if resp.StatusCode != 200 || int64(len(body)) != v.Size || h.Get("Content-Type") != "image/webp" ||
+			h.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") ||
+			h.Get("ETag") == "" || h.Get("Accept-Ranges") != "bytes" {
+			t.Fatalf("GET %s: %s, %d bytes, headers %v", v.URL, resp.Status, len(body), h)
+		}
+		p := filepath.Join(t.TempDir(), "v.webp")
+		_ = os.WriteFile(p, body, 0o600)
+		if info := testenv.DecodeImage(t, p); info.Loader != "webpload" {
+			t.Errorf("%s decodes as %s", v.URL, info.Loader)
+		}
+		// Conditional and ranged GETs, as browsers and CDNs send them.
+		if resp, _ := fetchURL(t, v.URL, map[string]string{"If-None-Match": h.Get("ETag")}); resp.StatusCode != http.StatusNotModified {
+			t.Errorf("If-None-Match: %s, want 304", resp.Status)
+		}
+		resp, part := fetchURL(t, v.URL, map[string]string{"Range": "bytes=10-99"})
+		if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(part, body[10:100]) {
+			t.Errorf("Range 10-99: %s, %d bytes", resp.Status, len(part))
+		}
+	}
+
+	// The original (a real JPEG) is not served, and neither is an original a browser would render.
+	html := filepath.Join(media, "page.jpg")
+	_ = os.WriteFile(html, []byte("<html><body><script>alert(document.cookie)</script></body></html>"), 0o600)
+	htmlID := w.request(w.upload(html, "site/page.jpg"))
+	if r := w.await(htmlID, time.Minute); r.Success {
+		t.Fatalf("an HTML page was processed: %+v", r)
+	}
+	eicar := filepath.Join(media, "e.txt")
+	_ = os.WriteFile(eicar, []byte(testenv.EICAR), 0o600)
+	virusID := w.request(w.upload(eicar, "site/e.png"))
+	if r := w.await(virusID, time.Minute); r.Success {
+		t.Fatalf("EICAR was processed: %+v", r)
+	}
+	// Someone with write access to the bucket stores their own bytes under a variant's key: no marker.
+	forged := contracts.KeysFor(contracts.Request{S3Key: "site/x.jpg", MediaID: uuid.NewString()}).Image("high")
+	if err := w.store.Put(context.Background(), w.bucket, forged, strings.NewReader("<script>1</script>"), -1, "text/html"); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		"media/site/p.jpg", "media/site/page.jpg", "quarantine/site/e.png", "media/" + forged,
+		"media/site/../site/p.jpg", "media/site/%2e%2e/site/p.jpg", "media/%2e%2e/%2e%2e/etc/passwd",
+		"media/site/images/" + id + "/..%2f..%2fp.jpg", "..%2fmedia/site/p.jpg", "quarantine/../media/site/p.jpg",
+	} {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.URL.Opaque = "//" + req.URL.Host + "/objects/" + path // sent as written, not cleaned by the client
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 || bytes.Contains(body, []byte("<script>")) || bytes.Contains(body, []byte("EICAR")) {
+			t.Errorf("GET /objects/%s: %s (%d bytes), want it refused", path, resp.Status, len(body))
+		}
+	}
+}
+
+// A range deep into a multi-chunk object comes back exactly, and the handler leaves no stream behind.
+func TestObjectsRangeOverChunks(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, nil)
+	data := make([]byte, 3<<20+12345) // ~25 object-store chunks
+	_, _ = rand.Read(data)
+	key := contracts.KeysFor(contracts.Request{S3Key: "v/clip.mov", MediaID: uuid.NewString()}).Video()
+	if err := w.store.Put(objstore.AsVariant(context.Background()), w.bucket, key, bytes.NewReader(data), int64(len(data)), "video/mp4"); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + w.app.HTTPAddr() + "/objects/" + w.bucket + "/" + key
+	resp, body := fetchURL(t, url, nil)
+	if resp.StatusCode != 200 || !bytes.Equal(body, data) || resp.Header.Get("Content-Type") != "video/mp4" {
+		t.Fatalf("full GET: %s, %d bytes, %s", resp.Status, len(body), resp.Header.Get("Content-Type"))
+	}
+	for _, rg := range [][2]int{{0, 0}, {2<<20 + 7, 2<<20 + 300000}, {len(data) - 10, len(data) - 1}} {
+		resp, part := fetchURL(t, url, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", rg[0], rg[1])})
+		if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(part, data[rg[0]:rg[1]+1]) {
+			t.Errorf("Range %d-%d: %s, %d bytes", rg[0], rg[1], resp.Status, len(part))
+		}
+	}
+	// Two ranges in one request: the reader seeks back.
+	resp, multi := fetchURL(t, url, map[string]string{"Range": "bytes=3000000-3000009,5-9"})
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Contains(multi, data[3000000:3000010]) || !bytes.Contains(multi, data[5:10]) {
+		t.Errorf("multi-range: %s, %d bytes", resp.Status, len(multi))
+	}
+}
