@@ -122,3 +122,40 @@ func TestVideoHDRToSDR(t *testing.T) {
 		})
 	}
 }
+
+// TestVideoInterlaced: 1080i camcorder footage (interlaced H.264, in M2TS and in an MP4 that would
+// otherwise be copied) comes out progressive: deinterlaced, not remuxed with its fields combed.
+func TestVideoInterlaced(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	for _, src := range []string{
+		testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "1080i.mts", Format: "mpegts", M2TS: true,
+			VCodec: "libx264", ACodec: "ac3", Width: 640, Height: 360, Interlaced: true}),
+		testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "1080i.mp4", Format: "mp4",
+			VCodec: "libx264", ACodec: "aac", Width: 640, Height: 360, Interlaced: true}),
+	} {
+		t.Run(filepath.Base(src), func(t *testing.T) {
+			if c := testenv.ProbeColour(t, src); c.FieldOrder != "tt" {
+				t.Fatalf("control: source field order %q, want tt", c.FieldOrder)
+			}
+			if il, n := testenv.CombedFrames(t, src); n == 0 || il < n*8/10 {
+				t.Fatalf("control: idet finds %d of %d source frames interlaced", il, n)
+			}
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			if res.Remuxed {
+				t.Error("interlaced video was remuxed")
+			}
+			checkMP4(t, res, out, 640, 360, true)
+			if c := testenv.ProbeColour(t, res.MP4Path); c.FieldOrder != "progressive" {
+				t.Errorf("MP4 field order %q, want progressive", c.FieldOrder)
+			}
+			if il, n := testenv.CombedFrames(t, res.MP4Path); n == 0 || il > n/5 {
+				t.Errorf("idet finds %d of %d MP4 frames interlaced (combed): not deinterlaced", il, n)
+			}
+		})
+	}
+}
