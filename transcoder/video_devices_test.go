@@ -2,7 +2,9 @@ package transcoder_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -157,5 +159,39 @@ func TestVideoInterlaced(t *testing.T) {
 				t.Errorf("idet finds %d of %d MP4 frames interlaced (combed): not deinterlaced", il, n)
 			}
 		})
+	}
+}
+
+// TestVideoDeviceContainersDamaged: cut-off uploads in the containers added for devices (an
+// interrupted camcorder copy, a partial AVI) are bad input or a shorter video, never an internal
+// error that would be retried.
+func TestVideoDeviceContainersDamaged(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	for _, c := range []testenv.DeviceClip{
+		{Name: "cam.mts", Format: "mpegts", M2TS: true, VCodec: "libx264", ACodec: "ac3", Seconds: 4},
+		{Name: "old.avi", Format: "avi", VCodec: "mpeg4", ACodec: "libmp3lame", Seconds: 4},
+		{Name: "dvd.vob", Format: "vob", VCodec: "mpeg2video", ACodec: "ac3", Seconds: 4},
+	} {
+		src := testenv.MakeDeviceClip(t, dir, c)
+		st, err := os.Stat(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, keep := range []int{2048, int(st.Size() / 3)} {
+			name := fmt.Sprintf("%s cut at %d bytes", c.Name, keep)
+			t.Run(name, func(t *testing.T) {
+				cut := testenv.MakeTruncated(t, src, t.TempDir(), c.Name, keep)
+				res, err := v.Transform(context.Background(), cut, t.TempDir())
+				switch {
+				case err == nil:
+					t.Logf("decoded %.1f s of %.1f s", res.MP4.Duration, res.Source.Duration)
+				case transcoder.IsBadInput(err):
+					t.Logf("refused: %v", err)
+				default:
+					t.Fatalf("internal error for a damaged upload: %v", err)
+				}
+			})
+		}
 	}
 }
