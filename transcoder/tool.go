@@ -38,7 +38,9 @@ func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) err
 	if te.exitCode < 0 || te.systemFailure() {
 		return internal(step, err)
 	}
-	return badInput(step, err)
+	// ffmpeg's own words follow, for whoever debugs it; the sentence before them is for the person
+	// who uploaded the file.
+	return badInput(step+": the video could not be decoded (damaged, cut off or in an unusual encoding)", err)
 }
 
 // limitError says which resource limit a failed run hit, as bad input naming the limit, or returns
