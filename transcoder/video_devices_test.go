@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
@@ -181,8 +182,12 @@ func TestVideoDeviceContainersDamaged(t *testing.T) {
 		for _, keep := range []int{2048, int(st.Size() / 3)} {
 			name := fmt.Sprintf("%s cut at %d bytes", c.Name, keep)
 			t.Run(name, func(t *testing.T) {
-				cut := testenv.MakeTruncated(t, src, t.TempDir(), c.Name, keep)
-				res, err := v.Transform(context.Background(), cut, t.TempDir())
+				scratch := t.TempDir()
+				cut := testenv.MakeTruncated(t, src, scratch, c.Name, keep)
+				res, err := v.Transform(context.Background(), cut, scratch)
+				if err != nil && strings.Contains(err.Error(), scratch) {
+					t.Errorf("the error names the scratch directory: %v", err)
+				}
 				switch {
 				case err == nil:
 					t.Logf("decoded %.1f s of %.1f s", res.MP4.Duration, res.Source.Duration)
