@@ -106,7 +106,7 @@ func parseRequest(data []byte) (Request, error) {
 // s3://<bucket>/<key> (escaped like variant URLs), when bucket and key are valid; otherwise
 // urn:uuid:<mediaId> (RFC 4122), which names the media the API asked about.
 func (r Request) EchoURL() string {
-	if absoluteURI(r.MediaURL) {
+	if AbsoluteURI(r.MediaURL) {
 		return r.MediaURL
 	}
 	if ValidateBucket(r.S3Bucket) == nil && ValidateKey(r.S3Key) == nil {
@@ -120,7 +120,7 @@ func (r Request) EchoURL() string {
 }
 
 // absoluteURI reports whether s is an absolute URI ("format": "uri" of the schemas).
-func absoluteURI(s string) bool {
+func AbsoluteURI(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && u.Scheme != "" && s != ""
 }
@@ -142,7 +142,7 @@ func (r Request) Validate() error {
 	if r.MediaURL == "" {
 		return &ParseError{Field: "mediaUrl", Reason: "is empty"}
 	}
-	if !absoluteURI(r.MediaURL) {
+	if !AbsoluteURI(r.MediaURL) {
 		return &ParseError{Field: "mediaUrl", Reason: fmt.Sprintf("must be an absolute URI, got %q", clip(r.MediaURL))}
 	}
 	if r.S3Bucket == "" {

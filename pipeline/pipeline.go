@@ -179,6 +179,11 @@ var ErrJobTimeout = errors.New("job took longer than its time limit")
 
 // Process runs one validated request to its outcome. Scratch files are removed before it returns.
 func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
+	if !contracts.AbsoluteURI(req.MediaURL) {
+		// Every answer's originalUrl is a URI: without one from the request, the object's own URL,
+		// in the form its variants' URLs take.
+		req.MediaURL = p.url(req.S3Bucket, req.S3Key)
+	}
 	j := &job{req: req, keys: contracts.KeysFor(req)}
 	j.ctx, j.cancel = context.WithTimeoutCause(ctx, p.cfg.JobTimeout, ErrJobTimeout)
 	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}

@@ -38,7 +38,9 @@ func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) err
 	if te.exitCode < 0 || te.systemFailure() {
 		return internal(step, err)
 	}
-	return badInput(step, err)
+	// ffmpeg's own words follow, for whoever debugs it; the sentence before them is for the person
+	// who uploaded the file.
+	return badInput(step+": the video could not be decoded (damaged, cut off or in an unusual encoding)", err)
 }
 
 // limitError says which resource limit a failed run hit, as bad input naming the limit, or returns
@@ -182,7 +184,7 @@ func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		te := &toolError{tool: tool, exitCode: ee.ExitCode(), stderr: stderr.String(),
+		te := &toolError{tool: tool, exitCode: ee.ExitCode(), stderr: withoutDir(stderr.String(), dir),
 			cpuUsed: ee.UserTime() + ee.SystemTime(), cpuLimit: time.Duration(cpuSecs) * time.Second}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			te.signal = ws.Signal()
@@ -190,6 +192,17 @@ func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout
 		return te
 	}
 	return fmt.Errorf("running %s: %w", tool, err)
+}
+
+// withoutDir removes the scratch directory from a tool's messages: the file names in it are fixed
+// ("input", "video.mp4", ...) and say enough, and the error reaches the person who uploaded the file,
+// who has no business with the worker's paths.
+func withoutDir(msg, dir string) string {
+	if dir == "" || dir == "/" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, "file:"+dir+"/", "")
+	return strings.ReplaceAll(msg, dir+"/", "")
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -130,7 +130,7 @@ type VideoInfo struct {
 	Container     string  // mp4, mov, matroska, webm, avi, mpegts or mpeg (MPEG-PS)
 	HasAudio      bool
 	// HDR names the source's high-dynamic-range transfer, "hlg" or "pq" ("" for SDR): such a video
-	// is tone-mapped to SDR BT.709 (see hdr.go), never copied.
+	// is tone-mapped to SDR BT.709 (see video_hdr.go), never copied.
 	HDR string
 }
 

@@ -2,8 +2,11 @@ package transcoder_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
@@ -120,5 +123,80 @@ func TestVideoHDRToSDR(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestVideoInterlaced: 1080i camcorder footage (interlaced H.264, in M2TS and in an MP4 that would
+// otherwise be copied) comes out progressive: deinterlaced, not remuxed with its fields combed.
+func TestVideoInterlaced(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	for _, src := range []string{
+		testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "1080i.mts", Format: "mpegts", M2TS: true,
+			VCodec: "libx264", ACodec: "ac3", Width: 640, Height: 360, Interlaced: true}),
+		testenv.MakeDeviceClip(t, dir, testenv.DeviceClip{Name: "1080i.mp4", Format: "mp4",
+			VCodec: "libx264", ACodec: "aac", Width: 640, Height: 360, Interlaced: true}),
+	} {
+		t.Run(filepath.Base(src), func(t *testing.T) {
+			if c := testenv.ProbeColour(t, src); c.FieldOrder != "tt" {
+				t.Fatalf("control: source field order %q, want tt", c.FieldOrder)
+			}
+			if il, n := testenv.CombedFrames(t, src); n == 0 || il < n*8/10 {
+				t.Fatalf("control: idet finds %d of %d source frames interlaced", il, n)
+			}
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			if res.Remuxed {
+				t.Error("interlaced video was remuxed")
+			}
+			checkMP4(t, res, out, 640, 360, true)
+			if c := testenv.ProbeColour(t, res.MP4Path); c.FieldOrder != "progressive" {
+				t.Errorf("MP4 field order %q, want progressive", c.FieldOrder)
+			}
+			if il, n := testenv.CombedFrames(t, res.MP4Path); n == 0 || il > n/5 {
+				t.Errorf("idet finds %d of %d MP4 frames interlaced (combed): not deinterlaced", il, n)
+			}
+		})
+	}
+}
+
+// TestVideoDeviceContainersDamaged: cut-off uploads in the containers added for devices (an
+// interrupted camcorder copy, a partial AVI) are bad input or a shorter video, never an internal
+// error that would be retried.
+func TestVideoDeviceContainersDamaged(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	for _, c := range []testenv.DeviceClip{
+		{Name: "cam.mts", Format: "mpegts", M2TS: true, VCodec: "libx264", ACodec: "ac3", Seconds: 4},
+		{Name: "old.avi", Format: "avi", VCodec: "mpeg4", ACodec: "libmp3lame", Seconds: 4},
+		{Name: "dvd.vob", Format: "vob", VCodec: "mpeg2video", ACodec: "ac3", Seconds: 4},
+	} {
+		src := testenv.MakeDeviceClip(t, dir, c)
+		st, err := os.Stat(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, keep := range []int{2048, int(st.Size() / 3)} {
+			name := fmt.Sprintf("%s cut at %d bytes", c.Name, keep)
+			t.Run(name, func(t *testing.T) {
+				scratch := t.TempDir()
+				cut := testenv.MakeTruncated(t, src, scratch, c.Name, keep)
+				res, err := v.Transform(context.Background(), cut, scratch)
+				if err != nil && strings.Contains(err.Error(), scratch) {
+					t.Errorf("the error names the scratch directory: %v", err)
+				}
+				switch {
+				case err == nil:
+					t.Logf("decoded %.1f s of %.1f s", res.MP4.Duration, res.Source.Duration)
+				case transcoder.IsBadInput(err):
+					t.Logf("refused: %v", err)
+				default:
+					t.Fatalf("internal error for a damaged upload: %v", err)
+				}
+			})
+		}
 	}
 }

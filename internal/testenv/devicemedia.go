@@ -38,6 +38,10 @@ type DeviceClip struct {
 	Transfer string
 	// EightBit keeps an HDR clip's samples 8-bit (as some cameras write HLG H.264) instead of 10.
 	EightBit bool
+	// Interlaced (libx264) makes 25 interlaced frames a second, top field first, from 50 pictures a
+	// second (each field 1/50 s after the other, so moving content combs when shown as frames), as
+	// 1080i camcorders do.
+	Interlaced bool
 	// Rotate90 (mov/mp4) stores a display matrix "turn 90° to view", as phones do for upright videos.
 	Rotate90 bool
 }
@@ -52,10 +56,20 @@ func MakeDeviceClip(t testing.TB, dir string, c DeviceClip) string {
 		c.Seconds = 1
 	}
 	dur := strconv.FormatFloat(c.Seconds, 'f', -1, 64)
+	rate := 25
+	if c.Interlaced {
+		rate = 50
+	}
 	args := []string{"-nostdin", "-hide_banner", "-v", "error", "-y",
-		"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=s=%dx%d:r=25:d=%s", c.Width, c.Height, dur)}
+		"-f", "lavfi", "-i", fmt.Sprintf("testsrc2=s=%dx%d:r=%d:d=%s", c.Width, c.Height, rate, dur)}
 	if c.ACodec != "" {
 		args = append(args, "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:d="+dur)
+	}
+	if c.Interlaced && c.Transfer != "" {
+		t.Fatal("MakeDeviceClip: an interlaced HDR clip is not supported")
+	}
+	if c.Interlaced {
+		args = append(args, "-vf", "tinterlace=mode=interleave_top,setfield=tff")
 	}
 	switch c.Transfer {
 	case "":
@@ -76,6 +90,9 @@ func MakeDeviceClip(t testing.TB, dir string, c DeviceClip) string {
 		args = append(args, "-preset", "ultrafast")
 		if c.Transfer == "" {
 			args = append(args, "-pix_fmt", "yuv420p")
+		}
+		if c.Interlaced {
+			args = append(args, "-flags", "+ildct+ilme", "-x264-params", "tff=1", "-field_order", "tt")
 		}
 	case "libx265":
 		args = append(args, "-preset", "ultrafast", "-x265-params", "log-level=error")
@@ -163,7 +180,7 @@ func MakeM4A(t testing.TB, dir string) string {
 
 // ColourInfo is what ffprobe says about the first video stream's pixels and colour tags.
 type ColourInfo struct {
-	Codec, PixFmt                       string
+	Codec, PixFmt, FieldOrder           string
 	Primaries, Transfer, Space, Range   string
 	Width, Height                       int // stored frame size
 	DisplayWidth, DisplayHeight, Rotate int // after the display matrix
@@ -184,6 +201,7 @@ func ProbeColour(t testing.TB, path string) ColourInfo {
 			Transfer  string `json:"color_transfer"`
 			Space     string `json:"color_space"`
 			Range     string `json:"color_range"`
+			Field     string `json:"field_order"`
 			SideData  []struct {
 				Rotation float64 `json:"rotation"`
 			} `json:"side_data_list"`
@@ -193,7 +211,7 @@ func ProbeColour(t testing.TB, path string) ColourInfo {
 		t.Fatalf("ffprobe found no video stream in %s (%v): %s", path, err, out)
 	}
 	s := raw.Streams[0]
-	c := ColourInfo{Codec: s.CodecName, PixFmt: s.PixFmt, Primaries: s.Primaries, Transfer: s.Transfer,
+	c := ColourInfo{Codec: s.CodecName, PixFmt: s.PixFmt, FieldOrder: s.Field, Primaries: s.Primaries, Transfer: s.Transfer,
 		Space: s.Space, Range: s.Range, Width: s.Width, Height: s.Height, DisplayWidth: s.Width, DisplayHeight: s.Height}
 	for _, sd := range s.SideData {
 		c.Rotate = int(sd.Rotation)
@@ -202,6 +220,37 @@ func ProbeColour(t testing.TB, path string) ColourInfo {
 		c.DisplayWidth, c.DisplayHeight = s.Height, s.Width
 	}
 	return c
+}
+
+// CombedFrames runs ffmpeg's interlace detector (idet) over a video and returns how many frames it
+// found interlaced (top or bottom field first) and how many it looked at.
+func CombedFrames(t testing.TB, path string) (interlaced, total int) {
+	t.Helper()
+	bin := RequireBinary(t, "ffmpeg")
+	ctx, cancel := context.WithTimeout(context.Background(), mediaToolTimeout)
+	defer cancel()
+	// idet reports on stderr at the info level.
+	out, err := exec.CommandContext(ctx, bin, "-nostdin", "-hide_banner", "-i", path, "-vf", "idet", "-an", "-f", "null", "-").CombinedOutput()
+	if err != nil {
+		t.Fatalf("running idet on %s: %v\n%s", path, err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		_, stats, ok := strings.Cut(line, "Multi frame detection:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(stats) // TFF: n BFF: n Progressive: n Undetermined: n
+		for i := 0; i+1 < len(f); i += 2 {
+			n, _ := strconv.Atoi(f[i+1])
+			total += n
+			if f[i] == "TFF:" || f[i] == "BFF:" {
+				interlaced += n
+			}
+		}
+		return interlaced, total
+	}
+	t.Fatalf("idet printed no statistics for %s:\n%s", path, out)
+	return 0, 0
 }
 
 // FrameStats are signalstats' averages over one decoded frame: luma (YAVG) and saturation (SATAVG),

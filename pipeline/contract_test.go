@@ -1,0 +1,44 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/mediaworker/mediaworker/contracts"
+)
+
+// A request without a usable mediaUrl (a caller that skipped validation) is still answered with a URI
+// as originalUrl: the object's own URL, in the form its variants' URLs take. fixture.run validates
+// each response against our schema and the seed contract's.
+func TestOriginalURLIsAlwaysAURI(t *testing.T) {
+	for _, mediaURL := range []string{"", "not a uri"} {
+		for _, tc := range []struct {
+			name  string
+			setup func(*fixture)
+			kind  Kind
+		}{
+			{"success", func(*fixture) {}, Success},
+			{"failure", func(f *fixture) { f.store.objs["media/u/p.jpg"] = []byte("%PDF-1.4\n%%EOF\n") }, Failed},
+		} {
+			t.Run(tc.name+"/"+mediaURL, func(t *testing.T) {
+				f := newFixture(t)
+				f.req.MediaURL = mediaURL
+				tc.setup(f)
+				out := f.run(t)
+				if out.Kind != tc.kind {
+					t.Fatalf("kind %s, want %s (%v)", out.Kind, tc.kind, out.Err)
+				}
+				if want := "https://store.example/media/u/p.jpg"; out.Response.OriginalURL != want {
+					t.Errorf("originalUrl %q, want the object's URL %q", out.Response.OriginalURL, want)
+				}
+				if err := contracts.Validate(contracts.SchemaResponse, out.Response); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	// A request that has one keeps it.
+	f := newFixture(t)
+	if out := f.run(t); out.Response.OriginalURL != "https://a/1" {
+		t.Errorf("originalUrl %q, want the request's mediaUrl", out.Response.OriginalURL)
+	}
+}
