@@ -122,6 +122,9 @@ func (c Config) Validate() error {
 	add("pipeline", c.Pipeline.Validate())
 	add("images", c.Images.Validate())
 	add("videos", c.Videos.Validate())
+	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--scan-api-stall-timeout %s must not be negative", c.ScanAPI.StallTimeout))
+	}
 	if c.ScanAPI.Enabled && c.ScanAPI.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("scan api concurrency must be at least 1, got %d", c.ScanAPI.Concurrency))
 	}

@@ -152,6 +152,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.ScanAPI.Token, "scan-api-token", cfg.ScanAPI.Token, "bearer token /v1/scan requires (empty: none; then keep --http-addr on loopback)")
 	fs.IntVar(&cfg.ScanAPI.Concurrency, "scan-api-concurrency", cfg.ScanAPI.Concurrency, "scans /v1/scan runs at once (its own slots, never the jobs')")
 	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
+	durationVar(fs, &cfg.ScanAPI.StallTimeout, "scan-api-stall-timeout", "a /v1/scan body that sends nothing this long is refused (408); bodies are received before a scan slot is taken")
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
 }
 
