@@ -71,7 +71,9 @@ func DefaultConfig() Config {
 		video = cores / 2
 	}
 	c := Config{
-		NATS: NATSConfig{Embedded: natsjs.EmbeddedConfig{Listen: "127.0.0.1:4222", DataDir: "./data"}},
+		// The embedded server is a single server holding the only copy: fsync every write, so a power
+		// cut loses nothing acknowledged (about 1 ms per write; docs/operations.md has the measurements).
+		NATS: NATSConfig{Embedded: natsjs.EmbeddedConfig{Listen: "127.0.0.1:4222", DataDir: "./data", SyncAlways: true}},
 
 		Provision:    true,
 		Streams:      natsjs.DefaultConfig(),

@@ -94,7 +94,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs := c.fs
 	fs.StringVar(&cfg.NATS.Embedded.Listen, "nats-listen", cfg.NATS.Embedded.Listen, "client address of the embedded NATS server; beyond loopback it requires a credential (--nats-token, --nats-user, --nats-nkey or --nats-server-config)")
 	fs.StringVar(&cfg.NATS.Embedded.DataDir, "data-dir", cfg.NATS.Embedded.DataDir, "embedded NATS server's store directory")
-	fs.BoolVar(&cfg.NATS.Embedded.SyncAlways, "nats-sync-always", cfg.NATS.Embedded.SyncAlways, "fsync every JetStream write of the embedded server (safe on power loss, slower)")
+	fs.BoolVar(&cfg.NATS.Embedded.SyncAlways, "nats-sync-always", cfg.NATS.Embedded.SyncAlways, "fsync every JetStream write of the embedded server, so a power cut loses nothing acknowledged (~1 ms per write); false: every --nats-sync-interval")
 	durationVar(fs, &cfg.NATS.Embedded.SyncInterval, "nats-sync-interval", "without --nats-sync-always, how often the embedded server fsyncs (0: nats-server's 2m); a power loss loses what was acknowledged since")
 	fs.StringVar(&cfg.NATS.Embedded.ServerConfig, "nats-server-config", cfg.NATS.Embedded.ServerConfig, "nats-server configuration file for the embedded server: accounts, users, permissions, operator (see deploy/nats)")
 	fs.StringVar(&cfg.NATS.Embedded.TLSCert, "nats-listen-tls-cert", cfg.NATS.Embedded.TLSCert, "certificate (PEM) the embedded server presents: clients must then use TLS")
