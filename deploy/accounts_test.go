@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -247,6 +248,25 @@ func TestAccountLayoutAndServedObjects(t *testing.T) {
 		if resp.StatusCode == 200 || bytes.Contains(body, []byte("<script>")) || bytes.Contains(body, []byte("EICAR")) {
 			t.Errorf("GET /objects/%s: %s, want it refused", path, resp.Status)
 		}
+	}
+
+	// Two stalled uploads to POST /v1/scan (default: 2 scan slots) do not lock out a third.
+	for range 2 {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(httpPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/scan HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("a", 1000))
+	}
+	start := time.Now()
+	resp, err := http.Post(base+"/v1/scan", "application/octet-stream", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != 200 || took > 5*time.Second {
+		t.Errorf("a scan beside two stalled uploads: %s after %s, want 200 within a few seconds", resp.Status, took)
 	}
 
 	// Refused, per role.
