@@ -22,6 +22,13 @@ WORKDIR /var/lib/mediaworker
 ENV MW_DATA_DIR=/var/lib/mediaworker/data MW_TMP_DIR=/var/lib/mediaworker/tmp \
     MW_NATS_LISTEN=0.0.0.0:4222 MW_HTTP_ADDR=0.0.0.0:8080 \
     MW_SCAN_API=false
+# No secret is baked in. The embedded NATS server listens on all interfaces here, so the worker refuses to
+# start until it is given a credential at run time, from the environment or a mounted file:
+#   docker run -e NATS_TOKEN="$(openssl rand -hex 32)" ...                 (or NATS_USER + NATS_PASSWORD)
+#   docker run -v ./nats:/run/nats:ro -e MW_NATS_SERVER_CONFIG=/run/nats/accounts.conf \
+#              -e MW_NATS_USER=worker -e NATS_WORKER_PASSWORD=... -e MW_NATS_PASSWORD=... ...
+#                                          (least-privilege users, deploy/nats/accounts.conf)
+# With an external NATS (MW_NATS_URL) pass that server's credential the same way (NATS_CREDS for a file).
 # /v1/scan is off in the image: HTTP listens on all interfaces here. Turn it on with MW_SCAN_API=true and
 # a MW_SCAN_API_TOKEN (the worker refuses to open it to the network without one).
 EXPOSE 4222 8080

@@ -139,7 +139,7 @@ func classify(t *testing.T, r contracts.Response, decode bool) expectation {
 		case contracts.FormatMP4:
 			kind = "video"
 		case contracts.FormatWebP:
-			path := fetchURL(t, v.URL)
+			path := downloadVariant(t, v.URL)
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -228,8 +228,8 @@ func goroutinesFlat(t *testing.T, before int) {
 	})
 }
 
-// fetchURL downloads a variant from the URL the response gives (the worker's /objects server).
-func fetchURL(t *testing.T, url string) string {
+// downloadVariant downloads a variant from the URL the response gives (the worker's /objects server).
+func downloadVariant(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -37,7 +37,10 @@ func (a *App) listenHTTP() error {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}
 	mux.Handle("/", a.consoleHandler())
-	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they bound a whole request or response, which would cut a large
+	// /v1/scan upload or MP4 download on a slow link. Those handlers set per-read and per-write
+	// deadlines instead (a stall fails, a slow but moving transfer does not).
+	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/objstore"
@@ -54,7 +55,22 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 	h.Set("ETag", fmt.Sprintf(`"%x-%x"`, info.Size, info.ModTime.UnixNano()))
 	rs := newObjectReader(r.Context(), a.store, bucket, key, info.Size)
 	defer rs.Close()
-	http.ServeContent(w, r, "", info.ModTime, rs)
+	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w)}, r, "", info.ModTime, rs)
+}
+
+// writeStall is the longest one write to a client may block: a client that stops reading is dropped,
+// one that reads slowly is not (unlike http.Server's WriteTimeout, which bounds the whole response).
+const writeStall = 30 * time.Second
+
+// progressWriter gives every write to the client its own deadline.
+type progressWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	_ = p.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	return p.ResponseWriter.Write(b)
 }
 
 // objectReader is an io.ReadSeeker over a stored object for http.ServeContent, without a temp file

@@ -5,7 +5,10 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -22,12 +25,19 @@ type ScanAPIConfig struct {
 	MaxBytes    int64  // body cap; 0 means the worker's input cap
 	Concurrency int    // scans at once
 	QueueWait   time.Duration
+	// StallTimeout is the longest a body may send nothing. Bodies are received into the scratch dir
+	// before a scan slot is taken, so a slow or stalled upload never holds one.
+	StallTimeout time.Duration
 }
 
-// DefaultScanAPIConfig: on, two scans at once, callers wait up to 10 s for a slot.
+// DefaultScanAPIConfig: on, two scans at once, callers wait up to 10 s for a slot, a body may stall 10 s.
 func DefaultScanAPIConfig() ScanAPIConfig {
-	return ScanAPIConfig{Enabled: true, Concurrency: 2, QueueWait: 10 * time.Second}
+	return ScanAPIConfig{Enabled: true, Concurrency: 2, QueueWait: 10 * time.Second, StallTimeout: 10 * time.Second}
 }
+
+// receivingPerSlot is how many bodies per scan slot may be received at once: enough that slow
+// clients do not keep fast ones from the scanner, bounded so they cannot fill the scratch disk.
+const receivingPerSlot = 4
 
 type scanVerdict struct {
 	Clean     bool   `json:"clean"`
@@ -38,17 +48,24 @@ type scanVerdict struct {
 }
 
 type scanHandler struct {
-	cfg     ScanAPIConfig
-	scanner *scanner.Scanner
-	pool    *slots.Pool
-	m       *metrics
+	cfg       ScanAPIConfig
+	tmpDir    string
+	scanner   *scanner.Scanner
+	pool      *slots.Pool // scans
+	receiving *slots.Pool // bodies being received
+	m         *metrics
 }
 
-func newScanHandler(cfg ScanAPIConfig, inputCap int64, s *scanner.Scanner, m *metrics) *scanHandler {
+func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, s *scanner.Scanner, m *metrics) *scanHandler {
 	if cfg.MaxBytes <= 0 || cfg.MaxBytes > inputCap {
 		cfg.MaxBytes = inputCap
 	}
-	return &scanHandler{cfg: cfg, scanner: s, pool: slots.NewPool("scan-api", cfg.Concurrency), m: m}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultScanAPIConfig().StallTimeout
+	}
+	return &scanHandler{cfg: cfg, tmpDir: tmpDir, scanner: s, m: m,
+		pool:      slots.NewPool("scan-api", cfg.Concurrency),
+		receiving: slots.NewPool("scan-api-receiving", receivingPerSlot*cfg.Concurrency)}
 }
 
 func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +86,16 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("body is %s, limit is %s", objstore.FormatBytes(r.ContentLength), objstore.FormatBytes(h.cfg.MaxBytes))})
 		return
 	}
+	body, status, err := h.receive(w, r)
+	if err != nil {
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "5")
+		}
+		writeJSON(w, status, scanVerdict{Error: err.Error()})
+		return
+	}
+	defer body.Close()
+
 	wait, cancel := context.WithTimeout(r.Context(), h.cfg.QueueWait)
 	release, err := h.pool.Acquire(wait)
 	cancel()
@@ -79,7 +106,6 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 
-	body := http.MaxBytesReader(w, r.Body, r.ContentLength)
 	v, err := h.scanner.Scan(r.Context(), body, r.ContentLength)
 	switch {
 	case err == nil:
@@ -105,4 +131,56 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.m.scanned("clean")
 	writeJSON(w, http.StatusOK, scanVerdict{Clean: true, Bytes: r.ContentLength})
+}
+
+// receive copies the body into an unlinked file in the scratch dir (gone when closed, even after a
+// crash) and returns it rewound. The body must keep moving: a read that waits longer than StallTimeout
+// fails the request with 408. On error it returns the HTTP status to answer with.
+func (h *scanHandler) receive(w http.ResponseWriter, r *http.Request) (*os.File, int, error) {
+	release, ok := h.receiving.TryAcquire()
+	if !ok {
+		return nil, http.StatusTooManyRequests, errors.New("too many uploads in progress; retry later")
+	}
+	defer release()
+	f, err := os.CreateTemp(h.tmpDir, "mw-scan-*")
+	if err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("creating a scratch file: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	fail := func(status int, err error) (*os.File, int, error) {
+		f.Close()
+		return nil, status, err
+	}
+	rc := http.NewResponseController(w)
+	body := http.MaxBytesReader(w, r.Body, r.ContentLength)
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		_ = rc.SetReadDeadline(time.Now().Add(h.cfg.StallTimeout))
+		k, rerr := body.Read(buf)
+		if k > 0 {
+			if _, err := f.Write(buf[:k]); err != nil {
+				return fail(http.StatusInsufficientStorage, fmt.Errorf("writing the body to the scratch dir: %w", err))
+			}
+			n += int64(k)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			var ne net.Error
+			if errors.As(rerr, &ne) && ne.Timeout() {
+				return fail(http.StatusRequestTimeout, fmt.Errorf("the body stalled: nothing arrived for %s", h.cfg.StallTimeout))
+			}
+			return fail(http.StatusBadRequest, fmt.Errorf("reading the body: %w", rerr))
+		}
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	if n != r.ContentLength {
+		return fail(http.StatusBadRequest, fmt.Errorf("body ended after %d of the %d bytes of Content-Length", n, r.ContentLength))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(http.StatusInternalServerError, err)
+	}
+	return f, 0, nil
 }

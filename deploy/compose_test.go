@@ -146,10 +146,23 @@ func TestComposeNATSConfig(t *testing.T) {
 	if !atLeast(tag, 2, 14) {
 		t.Errorf("nats image %q: the worker needs nats-server ≥ 2.14", n.Image)
 	}
-	content := mountedConfig(t, c, n, "nats")
-	path := filepath.Join(t.TempDir(), "nats.conf")
+	content := mountedConfig(t, c, n, "nats-conf")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// The accounts file it includes, mounted beside it, with the passwords its environment provides.
+	accounts, err := os.ReadFile("nats/accounts.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "accounts.conf"), accounts, 0o600)
+	for _, v := range []string{"NATS_WORKER_PASSWORD", "NATS_API_PASSWORD", "NATS_OPS_PASSWORD"} {
+		if !strings.HasPrefix(n.Environment[v], "${"+v+":?") {
+			t.Errorf("nats %s = %q: want it required from the environment (${%s:?…}), never a default", v, n.Environment[v], v)
+		}
+		t.Setenv(v, "test-"+v)
 	}
 	opts, err := server.ProcessConfigFile(path)
 	if err != nil {
@@ -163,7 +176,33 @@ func TestComposeNATSConfig(t *testing.T) {
 	}
 	for _, p := range n.Ports {
 		if strings.HasSuffix(p, ":4222") && !strings.HasPrefix(p, "127.0.0.1:") {
-			t.Errorf("port %q publishes NATS (no auth) beyond loopback", p)
+			t.Errorf("port %q publishes NATS beyond loopback", p)
+		}
+	}
+	// Every client authenticates, with its own least-privilege user.
+	if opts.NoAuthUser != "" || len(opts.Users) != 3 {
+		t.Errorf("nats users %d, no_auth_user %q: want the three users of nats/accounts.conf and no anonymous access", len(opts.Users), opts.NoAuthUser)
+	}
+	for _, u := range opts.Users {
+		if u.Permissions == nil || u.Password == "" || strings.HasPrefix(u.Password, "$") {
+			t.Errorf("nats user %s has no permissions or an unresolved password", u.Username)
+		}
+	}
+	w := c.Services["worker"].Environment
+	if w["MW_NATS_USER"] != "worker" || !strings.HasPrefix(w["MW_NATS_PASSWORD"], "${NATS_WORKER_PASSWORD:?") {
+		t.Errorf("the worker connects as %q with %q; want the worker user with NATS_WORKER_PASSWORD", w["MW_NATS_USER"], w["MW_NATS_PASSWORD"])
+	}
+	// No secret has a value written in the file.
+	raw, _ := os.ReadFile("compose.yaml")
+	for _, secret := range []string{"PASSWORD", "SECRET", "TOKEN"} {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ": "); ok && !strings.HasPrefix(k, "#") && strings.Contains(k, secret) &&
+				!strings.HasPrefix(v, "${") {
+				t.Errorf("compose.yaml writes a secret: %s", line)
+			}
+			if strings.Contains(line, secret) && strings.Contains(line, ":-") {
+				t.Errorf("compose.yaml gives a secret a default: %s", line)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,6 +250,24 @@ func TestKubernetesManifests(t *testing.T) {
 
 	if err := scanAPIGuarded(env["MW_HTTP_ADDR"], env["MW_SCAN_API"], explicit["MW_SCAN_API_TOKEN"] || env["MW_SCAN_API_TOKEN"] != ""); err != nil {
 		t.Error(err)
+	}
+	// NATS with a credential, and every secret from a Secret, never written in a manifest.
+	if !explicit["MW_NATS_PASSWORD"] && !explicit["MW_NATS_CREDS"] && env["MW_NATS_CREDS"] == "" {
+		t.Error("the worker connects to NATS without a credential (MW_NATS_USER/MW_NATS_PASSWORD or MW_NATS_CREDS)")
+	}
+	for _, e := range c.Env {
+		for _, secret := range []string{"PASSWORD", "SECRET", "TOKEN"} {
+			if strings.Contains(e.Name, secret) && e.ValueFrom == nil {
+				t.Errorf("%s is written in the Deployment; take it from a Secret", e.Name)
+			}
+		}
+	}
+	for k := range cm.Data {
+		for _, secret := range []string{"PASSWORD", "SECRET", "TOKEN"} {
+			if strings.Contains(k, secret) {
+				t.Errorf("%s is in the ConfigMap; take it from a Secret", k)
+			}
+		}
 	}
 
 	for _, r := range []string{"cpu", "memory", "ephemeral-storage"} {

@@ -5,8 +5,10 @@ package testenv
 // and real sample files that other projects ship (mimetype's testdata, from the Go module proxy).
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"

@@ -1,0 +1,60 @@
+package app_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+)
+
+// Slow or stalled uploads to /v1/scan never hold a scan slot: with both slots' worth of clients
+// stalled mid-body, a third caller is answered at once, and the stalled ones get 408 after the stall
+// timeout.
+func TestScanAPIStalledUploadsDoNotLockOut(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) {
+		c.ScanAPI.Concurrency = 2
+		c.ScanAPI.StallTimeout = 2 * time.Second
+	})
+	addr := w.app.HTTPAddr()
+	var stalled []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /v1/scan HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("a", 1000))
+		stalled = append(stalled, c)
+	}
+	// Give the server a moment to start on both bodies. The test passes either way; without it, it could
+	// miss a server that takes its scan slot before it reads the body.
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	resp, err := http.Post("http://"+addr+"/v1/scan", "application/octet-stream", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != 200 || took > 5*time.Second {
+		t.Fatalf("third caller: %s after %s, want 200 within a few seconds", resp.Status, took)
+	}
+	for i, c := range stalled {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		r, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("stalled upload %d: %v", i, err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("stalled upload %d: %s, want 408", i, r.Status)
+		}
+	}
+	scratchEmpty(t, w)
+}

@@ -1,0 +1,309 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/objstore/natsobj"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var rolePasswords = map[string]string{"worker": "pw-worker-1", "api": "pw-api-2", "ops": "pw-ops-3"}
+
+func roleEnv() []string {
+	return []string{"NATS_WORKER_PASSWORD=" + rolePasswords["worker"], "NATS_API_PASSWORD=" + rolePasswords["api"],
+		"NATS_OPS_PASSWORD=" + rolePasswords["ops"]}
+}
+
+// worker is a `mediaworker run` process of the built binary.
+type workerProcess struct {
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+func startWorkerBinary(t *testing.T, env []string, args ...string) *workerProcess {
+	t.Helper()
+	cmd := exec.Command(workerBinary(t), append([]string{"run", "--log-format", "json"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &syncWriter{w: &log}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &workerProcess{cmd: cmd, log: &log, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("worker log:\n%s", p.log.String())
+		}
+	})
+	return p
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// deniedPublish publishes on nc and waits for the server's permissions violation naming subject.
+func deniedPublish(t *testing.T, url, user, subject string) {
+	t.Helper()
+	errs := make(chan error, 4)
+	nc, err := nats.Connect(url, nats.UserInfo(user, rolePasswords[user]),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.Publish(subject, []byte("{}"))
+	_ = nc.Flush()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "Permissions Violation") || !strings.Contains(err.Error(), subject) {
+			t.Errorf("%s publishing %s: %v, want a permissions violation", user, subject, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s may publish to %s; the account layout must refuse it", user, subject)
+	}
+}
+
+// The account layout of deploy/nats/accounts.conf, on the embedded server of the real binary: the worker
+// does its whole job with only its own permissions, the API publishes requests and reads responses,
+// operators read the DLQ; each is refused what is not its role. The variants the worker serves over HTTP
+// are the only objects it serves.
+func TestAccountLayoutAndServedObjects(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	natsPort, httpPort := freePort(t), freePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(natsPort)
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	p := startWorkerBinary(t, roleEnv(),
+		"--nats-listen", "127.0.0.1:"+strconv.Itoa(natsPort), "--nats-server-config", "nats/accounts.conf",
+		"--nats-user", "worker", "--nats-password", rolePasswords["worker"],
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--tmp-dir", filepath.Join(t.TempDir(), "scratch"),
+		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--clamd-addr", clamd.Addr,
+		"--quarantine-bucket", "quarantine", "--max-image-jobs", "1", "--max-video-jobs", "1", "--backoff-base", "200ms")
+	testenv.Eventually(t, 90*time.Second, func() error {
+		select {
+		case <-p.done:
+			t.Fatalf("the worker exited:\n%s", p.log.String())
+		default:
+		}
+		resp, err := http.Get(base + "/health/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("ready: %s", resp.Status)
+		}
+		return nil
+	})
+
+	if _, err := nats.Connect(url); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("anonymous client: %v, want an authorization violation", err)
+	}
+
+	// Uploads go in with the worker's object-store rights (an API on --storage nats gets the same block).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wnc, err := nats.Connect(url, nats.UserInfo("worker", rolePasswords["worker"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wnc.Close()
+	wjs, _ := jetstream.New(wnc)
+	store, err := natsobj.New(wjs, natsobj.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.EnsureBucket(ctx, "media"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	upload := func(key string, path string) {
+		t.Helper()
+		if _, err := objstore.UploadFile(ctx, store, "media", key, path, "application/octet-stream"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upload("site/p.jpg", testenv.MakeJPEG(t, dir, 1200, 900))
+	html := filepath.Join(dir, "page.jpg")
+	_ = os.WriteFile(html, []byte("<html><script>alert(document.domain)</script></html>"), 0o600)
+	upload("site/page.jpg", html)
+	eicar := filepath.Join(dir, "e.txt")
+	_ = os.WriteFile(eicar, []byte(testenv.EICAR), 0o600)
+	upload("site/e.png", eicar)
+
+	// The API: requests in, responses out, nothing else.
+	anc, err := nats.Connect(url, nats.UserInfo("api", rolePasswords["api"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anc.Close()
+	ajs, _ := jetstream.New(anc)
+	subj := contracts.SubjectsFor("app")
+	responses := make(chan contracts.Response, 8)
+	if _, err := anc.Subscribe(subj.Response, func(m *nats.Msg) {
+		var r contracts.Response
+		_ = json.Unmarshal(m.Data, &r)
+		responses <- r
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = anc.Flush()
+	got := map[string]contracts.Response{}
+	for _, key := range []string{"site/p.jpg", "site/page.jpg", "site/e.png"} {
+		id := uuid.NewString()
+		req, _ := json.Marshal(contracts.Request{S3Key: key, S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
+		if _, err := ajs.Publish(ctx, subj.Request, req, jetstream.WithMsgID(id)); err != nil {
+			t.Fatalf("the API publishing a request: %v", err)
+		}
+		select {
+		case r := <-responses:
+			got[key] = r
+		case <-ctx.Done():
+			t.Fatalf("no response for %s", key)
+		}
+	}
+	if r := got["site/p.jpg"]; !r.Success || len(r.Processed) != 3 {
+		t.Fatalf("photo: %+v", r)
+	}
+	if got["site/page.jpg"].Success || got["site/e.png"].Success {
+		t.Fatalf("the HTML page or EICAR succeeded: %+v", got)
+	}
+	// A consumer on the responses stream works for the API too.
+	cons, err := ajs.CreateOrUpdateConsumer(ctx, "APP_MEDIA_RESPONSES", jetstream.ConsumerConfig{Durable: "api", FilterSubject: subj.Response})
+	if err != nil {
+		t.Fatalf("the API creating its responses consumer: %v", err)
+	}
+	if batch, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second)); err != nil {
+		t.Fatal(err)
+	} else {
+		n := 0
+		for m := range batch.Messages() {
+			_ = m.Ack()
+			n++
+		}
+		if n != 3 {
+			t.Errorf("the API read %d responses from the stream, want 3", n)
+		}
+	}
+
+	// Served: the variants, with nosniff. Not served: the originals, the HTML page, the quarantine, climbing out.
+	for _, v := range got["site/p.jpg"].Processed {
+		resp, err := http.Get(v.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Content-Type") != "image/webp" ||
+			int64(len(body)) != v.Size || !bytes.HasPrefix(body, []byte("RIFF")) {
+			t.Errorf("variant %s: %s %v", v.URL, resp.Status, resp.Header)
+		}
+	}
+	for _, path := range []string{"media/site/p.jpg", "media/site/page.jpg", "quarantine/site/e.png",
+		"media/site/images/../p.jpg", "media/%2e%2e/media/site/p.jpg", "quarantine/..%2fmedia/site/p.jpg"} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/objects/"+path, nil)
+		req.URL.Opaque = "/objects/" + path
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 || bytes.Contains(body, []byte("<script>")) || bytes.Contains(body, []byte("EICAR")) {
+			t.Errorf("GET /objects/%s: %s, want it refused", path, resp.Status)
+		}
+	}
+
+	// Two stalled uploads to POST /v1/scan (default: 2 scan slots) do not lock out a third.
+	for range 2 {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(httpPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/scan HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n%s", strings.Repeat("a", 1000))
+	}
+	start := time.Now()
+	resp, err := http.Post(base+"/v1/scan", "application/octet-stream", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if took := time.Since(start); resp.StatusCode != 200 || took > 5*time.Second {
+		t.Errorf("a scan beside two stalled uploads: %s after %s, want 200 within a few seconds", resp.Status, took)
+	}
+
+	// Refused, per role.
+	for _, d := range []struct{ user, subject string }{
+		{"api", subj.Response},                               // spoofing an answer
+		{"api", "$JS.API.STREAM.PURGE.APP_MEDIA_REQUESTS"},   // dropping the queue
+		{"api", "$JS.API.DIRECT.GET.OBJ_media.$O.media.M.x"}, // reading uploads and variants from NATS
+		{"api", subj.DLQ},
+		{"worker", subj.Request},
+		{"worker", "$JS.API.STREAM.PURGE.APP_MEDIA_REQUESTS"},
+		{"worker", "$JS.API.STREAM.DELETE.APP_MEDIA_RESPONSES"},
+		{"ops", subj.Response},
+		{"ops", "$JS.API.STREAM.PURGE.APP_MEDIA_REQUESTS"},
+		{"ops", "$JS.API.STREAM.DELETE.APP_MEDIA_DLQ"},
+	} {
+		deniedPublish(t, url, d.user, d.subject)
+	}
+
+	// Operators get the DLQ: an unparseable request is dead-lettered, and `mediaworker dlq ls` as ops lists it.
+	if _, err := ajs.Publish(ctx, subj.Request, []byte("not json"), jetstream.WithMsgID("broken-1")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		cmd := exec.Command(workerBinary(t), "dlq", "ls")
+		cmd.Env = append(os.Environ(), "NATS_URL="+url, "NATS_USER=ops", "NATS_PASSWORD="+rolePasswords["ops"])
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("dlq ls as ops: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "not json") && !strings.Contains(string(out), "invalid") {
+			return fmt.Errorf("dlq ls as ops does not list the dead letter yet:\n%s", out)
+		}
+		return nil
+	})
+	cmd := exec.Command(workerBinary(t), "dlq", "ls")
+	cmd.Env = append(os.Environ(), "NATS_URL="+url, "NATS_USER=api", "NATS_PASSWORD="+rolePasswords["api"])
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("the API could list the DLQ:\n%s", out)
+	}
+}

@@ -1,0 +1,79 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runBinary runs the built mediaworker with args and returns its exit code and stderr.
+func runBinary(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, workerBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	if err != nil {
+		t.Fatalf("running mediaworker %v: %v", args, err)
+	}
+	return 0, stderr.String()
+}
+
+// `run --nats-listen 0.0.0.0:PORT` without a credential refuses to start, before it binds anything: the
+// test holds PORT on loopback, so a worker that tried to listen would fail with "address in use" instead.
+func TestBinaryRefusesAnonymousNATSBeyondLoopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	dirs := []string{"--data-dir", filepath.Join(t.TempDir(), "d"), "--tmp-dir", filepath.Join(t.TempDir(), "s"), "--http-addr", ""}
+	code, stderr := runBinary(t, nil, append([]string{"run", "--nats-listen", "0.0.0.0:" + port}, dirs...)...)
+	if code != 2 || !strings.Contains(stderr, "anonymous clients") || !strings.Contains(stderr, "--nats-token") || strings.Contains(stderr, "in use") {
+		t.Fatalf("exit %d, want 2 with the credential rule:\n%s", code, stderr)
+	}
+	// Only the credential settings, wrongly combined, are named too.
+	code, stderr = runBinary(t, []string{"NATS_USER=worker"}, append([]string{"run", "--nats-listen", "0.0.0.0:" + port}, dirs...)...)
+	if code != 2 || !strings.Contains(stderr, "--nats-password") {
+		t.Fatalf("user without password: exit %d:\n%s", code, stderr)
+	}
+}
+
+// A scratch or data dir that others may write is refused with the setting named, and left as it was.
+func TestBinaryRefusesSharedDirs(t *testing.T) {
+	for _, setting := range []string{"--tmp-dir", "--data-dir"} {
+		open := filepath.Join(t.TempDir(), "open")
+		if err := os.Mkdir(open, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(open, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		args := map[string]string{"--tmp-dir": filepath.Join(t.TempDir(), "s"), "--data-dir": filepath.Join(t.TempDir(), "d")}
+		args[setting] = open
+		code, stderr := runBinary(t, nil, "run", "--nats-listen", "127.0.0.1:-1", "--http-addr", "",
+			"--tmp-dir", args["--tmp-dir"], "--data-dir", args["--data-dir"])
+		if code == 0 || !strings.Contains(stderr, setting+" "+open+" is writable by other users") {
+			t.Errorf("%s world-writable: exit %d:\n%s", setting, code, stderr)
+		}
+		if entries, _ := os.ReadDir(open); len(entries) != 0 {
+			t.Errorf("%s: the worker used the refused dir: %v", setting, entries)
+		}
+	}
+}
