@@ -58,7 +58,7 @@ func main() {
 		quick    = flag.Bool("quick", false, "fewer jobs and repetitions (a smoke run; numbers are rougher)")
 		leakN    = flag.Int("leak-n", 10000, "jobs in the RSS-over-many-jobs run with S3 storage (RSS compared after N/10 and N; the embedded-store run does N/2)")
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
-		phases   = flag.String("phases", "startup,images,videos,scan,orchestration", "phases to run")
+		phases   = flag.String("phases", "startup,images,videos,scan,memory,orchestration", "phases to run")
 	)
 	flag.Parse()
 	if *bin == "" {
@@ -130,6 +130,7 @@ func main() {
 		"images":        b.imagesPhase,
 		"videos":        b.videosPhase,
 		"scan":          b.scanPhase,
+		"memory":        b.memoryPhase,
 		"orchestration": func() error { return b.orchestrationPhase(*orch, *orchCmd) },
 	}
 	for _, name := range strings.Split(*phases, ",") {
