@@ -235,4 +235,11 @@ func TestStaleSignatures(t *testing.T) {
 	if !strings.Contains(live, `class="dep fail"`) || !strings.Contains(live, "signatures 27000") || !strings.Contains(live, "is freshclam running?") {
 		t.Errorf("the console does not show clamd red with the reason:\n%s", live)
 	}
+
+	// clamd gone altogether: still red, now with why, and the page still renders in full.
+	clamd.Stop()
+	_, live = get(t, base+"/console/live")
+	if !strings.Contains(live, "clamd unavailable") || !strings.Contains(live, "jobs wait until it answers") || !strings.Contains(live, `id="dlq"`) {
+		t.Errorf("the console with clamd stopped:\n%s", live)
+	}
 }
