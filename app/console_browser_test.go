@@ -207,3 +207,39 @@ func TestConsoleNeedsTheOperatorToken(t *testing.T) {
 		t.Fatalf("/health: %d", code)
 	}
 }
+
+// TestStaleSignatures: a clamd whose official signatures are 10 days old still answers PING, but the
+// worker is not ready, says why, exports the age, and the console shows clamd red with the reason.
+func TestStaleSignatures(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	testenv.InstallDailyDatabase(clamd, 27000, time.Now().Add(-240*time.Hour))
+	w := startWorld(t, app.StorageNATS, clamd, nil)
+	base := "http://" + w.app.HTTPAddr()
+
+	code, body := get(t, base+"/health/ready")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd_signatures") || !strings.Contains(body, "--max-signature-age 72h") {
+		t.Fatalf("ready with 10-day-old signatures: %d %s", code, body)
+	}
+	if _, body := get(t, base+"/health"); !strings.Contains(body, `"signatureVersion": 27000`) || !strings.Contains(body, `"stale": true`) {
+		t.Errorf("/health does not report the stale signatures: %s", body)
+	}
+	_, metrics := get(t, base+"/metrics")
+	m := regexp.MustCompile(`(?m)^mediaworker_clamd_signature_age_seconds (\S+)$`).FindStringSubmatch(metrics)
+	if m == nil {
+		t.Fatal("/metrics lacks mediaworker_clamd_signature_age_seconds")
+	}
+	if age, err := strconv.ParseFloat(m[1], 64); err != nil || age < 226*3600 || age > 254*3600 {
+		t.Errorf("signature age metric = %s, want about 10 days", m[1])
+	}
+	_, live := get(t, base+"/console/live")
+	if !strings.Contains(live, `class="dep fail"`) || !strings.Contains(live, "signatures 27000") || !strings.Contains(live, "is freshclam running?") {
+		t.Errorf("the console does not show clamd red with the reason:\n%s", live)
+	}
+
+	// clamd gone altogether: still red, now with why, and the page still renders in full.
+	clamd.Stop()
+	_, live = get(t, base+"/console/live")
+	if !strings.Contains(live, "clamd unavailable") || !strings.Contains(live, "jobs wait until it answers") || !strings.Contains(live, `id="dlq"`) {
+		t.Errorf("the console with clamd stopped:\n%s", live)
+	}
+}

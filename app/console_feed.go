@@ -142,12 +142,16 @@ func (s *consoleState) start(js jetstream.JetStream) {
 	}
 	go func() {
 		defer close(done)
+		var lastErr string
 		for {
 			err := s.follow(ctx, js)
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Warn().Err(err).Msg("console: reading the responses stream failed; trying again in 5s")
+			if err != nil && err.Error() != lastErr { // once per cause, not every 5 s of an outage
+				lastErr = err.Error()
+				s.log.Warn().Err(err).Msg("console: reading the responses stream failed; trying again every 5s")
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -166,6 +170,8 @@ func (s *consoleState) start(js jetstream.JetStream) {
 
 // follow reads the responses stream with an ordered consumer until ctx ends or reading fails.
 func (s *consoleState) follow(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the Stop goroutine below when this returns
+	defer cancel()
 	stream, err := js.Stream(ctx, s.streams.ResponsesStream())
 	if err != nil {
 		return err

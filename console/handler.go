@@ -124,6 +124,31 @@ type view struct {
 	LoggedIn  bool // through the cookie: show "log out"
 	Dead      DeadLetter
 	Error     string
+	Sum       summary
+}
+
+// summary is the strip at the top: the state of things in one line, for a phone's first screen.
+type summary struct {
+	State      State
+	Attention  []string // dependencies not OK
+	Pending    uint64
+	InFlight   int
+	LastHour   int
+	DeadLetter int
+}
+
+func summarize(s Snapshot, c chart) summary {
+	sum := summary{State: overall(s.Dependencies), LastHour: c.Sum, DeadLetter: s.DeadLetters}
+	for _, d := range s.Dependencies {
+		if d.State != OK {
+			sum.Attention = append(sum.Attention, d.Name)
+		}
+	}
+	for _, q := range s.Queues {
+		sum.Pending += q.Pending
+		sum.InFlight += q.AckPending
+	}
+	return sum
 }
 
 func (h *Handler) view(r *http.Request) view {
@@ -137,6 +162,7 @@ func (h *Handler) view(r *http.Request) view {
 	} else {
 		v.Chart = buildChart((&Ring{}).Series(now))
 	}
+	v.Sum = summarize(snap, v.Chart)
 	_, err := r.Cookie(sessionCookie)
 	v.LoggedIn = err == nil && !h.auth.open
 	v.Flash, v.FlashBad = flash(r)

@@ -1,8 +1,6 @@
 package scanner_test
 
 import (
-	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -43,26 +41,34 @@ func TestParseVersion(t *testing.T) {
 	}
 }
 
-// TestSignaturesFromClamd asks real clamds: the project's (dev database only) and one playing a clamd
-// with the official databases, whose reply the dev database cannot produce.
+// TestSignaturesFromClamd asks a real clamd in both shapes: with the project's dev database (no version,
+// no date), then with a database in the official format, as freshclam installs them.
 func TestSignaturesFromClamd(t *testing.T) {
-	ctx := testCtx(t, 90*time.Second)
+	ctx := testCtx(t, 3*time.Minute)
 	c := testenv.StartClamd(t)
-	sig, err := newScanner(t, c.Addr, nil).Signatures(ctx)
+	s := newScanner(t, c.Addr, nil)
+	sig, err := s.Signatures(ctx)
 	if err != nil {
 		t.Fatalf("signatures of the dev clamd: %v", err)
 	}
-	if !sig.Dev || !strings.HasPrefix(sig.Engine, "1.") || sig.Version != 0 {
+	if !sig.Dev || !strings.HasPrefix(sig.Engine, "1.") || sig.Version != 0 || !sig.Date.IsZero() {
 		t.Fatalf("dev clamd's signatures = %+v, want a dev database", sig)
 	}
 
-	official := startFake(t, func(c net.Conn) {
-		if cmd, _ := readCommand(c); cmd == "zVERSION" {
-			io.WriteString(c, "ClamAV 1.4.6/27500/Thu Nov 20 09:30:02 2025\x00")
-		}
-	})
-	sig, err = fastScanner(t, official.Addr).Signatures(ctx)
-	if err != nil || sig.Dev || sig.Version != 27500 || sig.Date.IsZero() {
-		t.Fatalf("official signatures = %+v, %v", sig, err)
+	built := time.Date(2025, 11, 20, 9, 30, 2, 0, time.UTC)
+	testenv.InstallDailyDatabase(c, 27500, built)
+	sig, err = s.Signatures(ctx)
+	if err != nil {
+		t.Fatalf("signatures with an official-format database: %v", err)
+	}
+	t.Logf("clamd with a daily database: %q", sig.Reply)
+	// clamd prints the date in its own time zone without naming it: allow for any zone's offset.
+	if sig.Dev || sig.Version != 27500 || sig.Date.Sub(built).Abs() > 14*time.Hour {
+		t.Fatalf("signatures = %+v, want version 27500 built about %s", sig, built)
+	}
+	// The database really is loaded: its one signature detects its test string.
+	v, err := s.Scan(ctx, strings.NewReader("xx mediaworker-official-test xx"), 31)
+	if err != nil || !v.Infected || !strings.HasPrefix(v.Signature, testenv.OfficialSignature) {
+		t.Fatalf("scan with the daily database: %+v, %v", v, err)
 	}
 }
