@@ -40,7 +40,7 @@ func TestDeviceMedia(t *testing.T) {
 		{"MPEG-4/MP3 AVI", testenv.MakeCameraAVI(t, media), want{mime: "video/x-msvideo", w: 320, h: 180, audio: true}},
 		{"H.264/AC-3 camcorder MTS", testenv.MakeCamcorderMTS(t, media), want{mime: "video/mp2t", w: 320, h: 180, audio: true}},
 		{"MPEG-2/AC-3 DVD VOB", testenv.MakeDVDVOB(t, media), want{mime: "video/mpeg", w: 320, h: 180, audio: true}},
-		{"mimetype's avi.avi", filepath.Join(samples, "avi.avi"), want{mime: "video/x-msvideo", w: 512, h: 384, audio: true}},
+		// A real file other software wrote (its AVI sibling, 30 s of encode, is in the transcoder's tests).
 		{"mimetype's mkv.mkv", filepath.Join(samples, "mkv.mkv"), want{mime: "video/matroska", w: 1280, h: 720, audio: true}},
 		{"AAC voice memo .m4a", testenv.MakeM4A(t, media), want{errorMsg: "detecting: unsupported media type: audio/mp4"}},
 		{"mimetype's m4a.m4a", filepath.Join(samples, "m4a.m4a"), want{errorMsg: "detecting: unsupported media type: audio/mp4"}},
