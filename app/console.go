@@ -70,6 +70,9 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	snap.Recent, snap.Throughput = s.st.outcomes()
 	snap.Instance, _ = os.Hostname()
 
+	// A part that does not answer within 3 s shows up red instead of holding the page longer.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
 	var wg sync.WaitGroup
 	var deps [4]console.Dependency // nats, clamd, object store, scratch: fixed order on the page
 	var queues []console.Queue
@@ -216,6 +219,9 @@ func (s *consoleSource) scratchDep() console.Dependency {
 // when there are lanes), whatever their names: the console shows what NATS has, not what it expects.
 func (s *consoleSource) queues(ctx context.Context) []console.Queue {
 	cfg := s.a.cfg.Streams
+	if !s.a.nc.IsConnected() { // asking would only wait for the deadline
+		return []console.Queue{{Stream: cfg.RequestsStream(), Consumer: cfg.Durable, Error: "NATS is not connected"}}
+	}
 	prefix := strings.TrimSuffix(cfg.RequestsStream(), "REQUESTS")
 	var names []string
 	lister := s.a.js.StreamNames(ctx)
@@ -253,6 +259,9 @@ func queueOf(stream string, ci *jetstream.ConsumerInfo) console.Queue {
 
 // deadLetters returns the newest entries of the dead-letter stream and how many it holds.
 func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, int) {
+	if !s.a.nc.IsConnected() {
+		return nil, 0
+	}
 	stream, err := s.a.js.Stream(ctx, s.a.cfg.Streams.DLQStream())
 	if err != nil {
 		return nil, 0
