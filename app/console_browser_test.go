@@ -115,6 +115,11 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("the rendered console lacks %s (%q)", what, want)
 		}
 	}
+	// With --virtual-time-budget the page's clock runs 8 s: its 3-second refresh must have replaced the
+	// live part with a fresh copy from the worker at least once.
+	if !regexp.MustCompile(`data-refreshed="[1-9]`).MatchString(dom) {
+		t.Errorf("the page did not refresh itself")
+	}
 	if t.Failed() {
 		t.Fatalf("rendered DOM:\n%s", dom)
 	}
