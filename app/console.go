@@ -58,6 +58,12 @@ func (a *App) consoleHandler() http.Handler {
 type consoleSource struct {
 	a  *App
 	st *consoleState
+
+	// The newest dead letters as last read, and the stream state they were read at: the list is read
+	// again (two requests per entry) only when the stream has changed.
+	deadMu    sync.Mutex
+	deadState jetstream.StreamState
+	deadList  []console.DeadLetter
 }
 
 func (s *consoleSource) dlq() *natsjs.DLQ { return natsjs.NewDLQ(s.a.js, s.a.cfg.Streams) }
@@ -270,6 +276,12 @@ func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, 
 	if err != nil || info.State.Msgs == 0 {
 		return nil, 0
 	}
+	s.deadMu.Lock()
+	defer s.deadMu.Unlock()
+	st := info.State
+	if st.Msgs == s.deadState.Msgs && st.FirstSeq == s.deadState.FirstSeq && st.LastSeq == s.deadState.LastSeq && s.deadList != nil {
+		return slices.Clone(s.deadList), int(st.Msgs)
+	}
 	dlq := s.dlq()
 	var out []console.DeadLetter
 	// Replayed and purged entries leave gaps: look at a bounded number of sequences.
@@ -280,7 +292,10 @@ func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, 
 		}
 		out = append(out, deadLetterOf(dl))
 	}
-	return out, int(info.State.Msgs)
+	if ctx.Err() == nil { // a list cut short by the deadline is not worth keeping
+		s.deadState, s.deadList = st, out
+	}
+	return slices.Clone(out), int(st.Msgs)
 }
 
 func deadLetterOf(dl natsjs.DeadLetter) console.DeadLetter {
