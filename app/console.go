@@ -58,6 +58,12 @@ func (a *App) consoleHandler() http.Handler {
 type consoleSource struct {
 	a  *App
 	st *consoleState
+
+	// The newest dead letters as last read, and the stream state they were read at: the list is read
+	// again (two requests per entry) only when the stream has changed.
+	deadMu    sync.Mutex
+	deadState jetstream.StreamState
+	deadList  []console.DeadLetter
 }
 
 func (s *consoleSource) dlq() *natsjs.DLQ { return natsjs.NewDLQ(s.a.js, s.a.cfg.Streams) }
@@ -70,6 +76,9 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	snap.Recent, snap.Throughput = s.st.outcomes()
 	snap.Instance, _ = os.Hostname()
 
+	// A part that does not answer within 3 s shows up red instead of holding the page longer.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
 	var wg sync.WaitGroup
 	var deps [4]console.Dependency // nats, clamd, object store, scratch: fixed order on the page
 	var queues []console.Queue
@@ -216,6 +225,9 @@ func (s *consoleSource) scratchDep() console.Dependency {
 // when there are lanes), whatever their names: the console shows what NATS has, not what it expects.
 func (s *consoleSource) queues(ctx context.Context) []console.Queue {
 	cfg := s.a.cfg.Streams
+	if !s.a.nc.IsConnected() { // asking would only wait for the deadline
+		return []console.Queue{{Stream: cfg.RequestsStream(), Consumer: cfg.Durable, Error: "NATS is not connected"}}
+	}
 	prefix := strings.TrimSuffix(cfg.RequestsStream(), "REQUESTS")
 	var names []string
 	lister := s.a.js.StreamNames(ctx)
@@ -253,6 +265,9 @@ func queueOf(stream string, ci *jetstream.ConsumerInfo) console.Queue {
 
 // deadLetters returns the newest entries of the dead-letter stream and how many it holds.
 func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, int) {
+	if !s.a.nc.IsConnected() {
+		return nil, 0
+	}
 	stream, err := s.a.js.Stream(ctx, s.a.cfg.Streams.DLQStream())
 	if err != nil {
 		return nil, 0
@@ -260,6 +275,12 @@ func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, 
 	info, err := stream.Info(ctx)
 	if err != nil || info.State.Msgs == 0 {
 		return nil, 0
+	}
+	s.deadMu.Lock()
+	defer s.deadMu.Unlock()
+	st := info.State
+	if st.Msgs == s.deadState.Msgs && st.FirstSeq == s.deadState.FirstSeq && st.LastSeq == s.deadState.LastSeq && s.deadList != nil {
+		return slices.Clone(s.deadList), int(st.Msgs)
 	}
 	dlq := s.dlq()
 	var out []console.DeadLetter
@@ -271,7 +292,10 @@ func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, 
 		}
 		out = append(out, deadLetterOf(dl))
 	}
-	return out, int(info.State.Msgs)
+	if ctx.Err() == nil { // a list cut short by the deadline is not worth keeping
+		s.deadState, s.deadList = st, out
+	}
+	return slices.Clone(out), int(st.Msgs)
 }
 
 func deadLetterOf(dl natsjs.DeadLetter) console.DeadLetter {

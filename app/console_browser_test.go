@@ -115,6 +115,11 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("the rendered console lacks %s (%q)", what, want)
 		}
 	}
+	// With --virtual-time-budget the page's clock runs 8 s: its 3-second refresh must have replaced the
+	// live part with a fresh copy from the worker at least once.
+	if !regexp.MustCompile(`data-refreshed="[1-9]`).MatchString(dom) {
+		t.Errorf("the page did not refresh itself")
+	}
 	if t.Failed() {
 		t.Fatalf("rendered DOM:\n%s", dom)
 	}
@@ -168,6 +173,73 @@ func TestConsoleInABrowser(t *testing.T) {
 		if err != nil || cfg.Width != size[0] || cfg.Height != size[1] {
 			t.Errorf("screenshot %s: %dx%d, %v; want %dx%d", name, cfg.Width, cfg.Height, err, size[0], size[1])
 		}
+	}
+
+	consoleDeadLetterActions(t, w, base, dom)
+}
+
+// consoleDeadLetterActions drives the DLQ part of the page against the real dead-letter stream: show
+// the entry, replay it (the junk request is dead-lettered again, under a new sequence), delete that one,
+// and purge one more, each a POST with the CSRF token of the rendered page.
+func consoleDeadLetterActions(t *testing.T, w *world, base, dom string) {
+	seqOf := func(page string) string {
+		m := regexp.MustCompile(`href="/console/dlq/(\d+)"`).FindStringSubmatch(page)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(dom)
+	first := seqOf(dom)
+	if csrf == nil || first == "" {
+		t.Fatal("no dead letter or CSRF token on the page")
+	}
+	if code, body := get(t, base+"/console/dlq/"+first); code != 200 || !strings.Contains(body, "not a request") || !strings.Contains(body, "Mw-Reason") {
+		t.Fatalf("show dead letter %s: %d\n%s", first, code, body)
+	}
+	post := func(path string) int {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader("csrf="+csrf[1]))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/console/dlq/" + first + "/replay"); code != http.StatusSeeOther {
+		t.Fatalf("replay: %d", code)
+	}
+	var again string
+	testenv.Eventually(t, 30*time.Second, func() error {
+		_, live := get(t, base+"/console/live")
+		if again = seqOf(live); again == "" || again == first {
+			return fmt.Errorf("the replayed junk is not back in the dead-letter stream yet (newest %q)", again)
+		}
+		return nil
+	})
+	if code, _ := get(t, base+"/console/dlq/"+first); code != http.StatusNotFound {
+		t.Errorf("the replayed entry %s is still there: %d", first, code)
+	}
+	if code := post("/console/dlq/" + again + "/delete"); code != http.StatusSeeOther {
+		t.Fatalf("delete: %d", code)
+	}
+	if code, _ := get(t, base+"/console/dlq/"+again); code != http.StatusNotFound {
+		t.Errorf("the deleted entry %s is still there: %d", again, code)
+	}
+	w.publishRaw([]byte(`{"more": "junk"}`), "garbage-2")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if _, live := get(t, base+"/console/live"); !strings.Contains(live, "purge all 1") {
+			return fmt.Errorf("the second junk request is not in the dead-letter stream yet")
+		}
+		return nil
+	})
+	if code := post("/console/dlq/purge"); code != http.StatusSeeOther {
+		t.Fatalf("purge: %d", code)
+	}
+	if _, live := get(t, base+"/console/live"); !strings.Contains(live, "Empty: nothing has given up.") {
+		t.Errorf("after the purge the page still lists dead letters")
 	}
 }
 

@@ -23,10 +23,11 @@ type auth struct {
 	// secret signs the CSRF token: random per process, so a page on another site cannot know it (it
 	// cannot read ours), and a restart invalidates forms rendered before it.
 	secret []byte
+	wrong  *throttle
 }
 
 func newAuth(cfg Config) (*auth, error) {
-	a := &auth{token: cfg.Token, open: cfg.Open, flag: cfg.TokenFlag, secret: make([]byte, 32)}
+	a := &auth{token: cfg.Token, open: cfg.Open, flag: cfg.TokenFlag, secret: make([]byte, 32), wrong: newThrottle()}
 	if _, err := rand.Read(a.secret); err != nil {
 		return nil, err
 	}
@@ -52,16 +53,11 @@ func (a *auth) bearer(r *http.Request) bool {
 	return ok && a.token != "" && equal(got, a.token)
 }
 
-// allowed reports whether r may see the console.
-func (a *auth) allowed(r *http.Request) bool {
-	if a.open {
-		return true
-	}
+// loggedIn reports whether r carries the login cookie. It is checked even while wrong tokens are
+// throttled: it is a 256-bit value, not something to guess, so an attack does not lock the operator out.
+func (a *auth) loggedIn(r *http.Request) bool {
 	if a.token == "" {
 		return false
-	}
-	if a.bearer(r) {
-		return true
 	}
 	c, err := r.Cookie(sessionCookie)
 	return err == nil && equal(c.Value, a.session())

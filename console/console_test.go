@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -265,5 +266,63 @@ func TestRingKeepsTheLastHour(t *testing.T) {
 	c := buildChart(r.Series(later))
 	if c.Sum != 1 || c.Max != 2 || len(c.Bars) != Minutes {
 		t.Fatalf("chart: sum %d, max %d, %d bars", c.Sum, c.Max, len(c.Bars))
+	}
+}
+
+func TestWrongTokensAreThrottled(t *testing.T) {
+	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token"})
+	c := noRedirect()
+	login := func(token string) *http.Response {
+		resp, err := c.PostForm(srv.URL+"/console/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	// An operator logged in before the attack.
+	var session *http.Cookie
+	for _, ck := range login("op-token").Cookies() {
+		if ck.Name == sessionCookie {
+			session = ck
+		}
+	}
+	if session == nil {
+		t.Fatal("no session cookie")
+	}
+	for i := range maxWrongTokens {
+		if code := login(fmt.Sprintf("guess-%d", i)).StatusCode; code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i, code)
+		}
+	}
+	// Now even the right token waits: a guess that happened to be right would learn nothing.
+	if code := login("op-token").StatusCode; code != http.StatusTooManyRequests {
+		t.Fatalf("after %d wrong tokens: %d, want 429", maxWrongTokens, code)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.Header.Set("Authorization", "Bearer op-token")
+	if code, _, _ := fetch(t, c, req); code != http.StatusTooManyRequests {
+		t.Fatalf("bearer after the limit: %d, want 429", code)
+	}
+	// The session from before still works: guessing does not lock the operator out.
+	req, _ = http.NewRequest("GET", srv.URL+"/", nil)
+	req.AddCookie(session)
+	if code, _, _ := fetch(t, c, req); code != http.StatusOK {
+		t.Fatalf("logged-in operator during the attack: %d, want 200", code)
+	}
+
+	// A minute later the window has moved on.
+	th := newThrottle()
+	now := time.Now()
+	th.now = func() time.Time { return now }
+	for range maxWrongTokens {
+		th.fail()
+	}
+	if !th.blocked() {
+		t.Fatal("not blocked at the limit")
+	}
+	now = now.Add(wrongTokenWindow + time.Second)
+	if th.blocked() {
+		t.Fatal("still blocked after the window")
 	}
 }

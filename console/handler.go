@@ -83,9 +83,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // guard lets through only who may see the console; a browser is sent to the login form.
 func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.auth.allowed(r) {
+		if h.auth.open || h.auth.loggedIn(r) {
 			next(w, r)
 			return
+		}
+		if h.auth.token != "" && h.auth.wrong.blocked() {
+			tooManyWrong(w)
+			return
+		}
+		if h.auth.bearer(r) {
+			next(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != "" {
+			h.auth.wrong.fail()
 		}
 		if h.auth.token == "" {
 			msg := fmt.Sprintf("The console listens beyond loopback and no operator token is set: set %s (then log in with it), or listen on 127.0.0.1.", h.cfg.TokenFlag)
@@ -99,6 +110,11 @@ func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 		}
 		http.Error(w, "missing or wrong operator token: log in at /console/login or send Authorization: Bearer <token>", http.StatusUnauthorized)
 	}
+}
+
+func tooManyWrong(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "60")
+	http.Error(w, "too many wrong operator tokens in the last minute: try again in a minute", http.StatusTooManyRequests)
 }
 
 // action checks a POST's origin and CSRF token before it runs.
@@ -207,7 +223,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errCrossSite.Error(), http.StatusForbidden)
 		return
 	}
+	if h.auth.wrong.blocked() {
+		tooManyWrong(w)
+		return
+	}
 	if !equal(r.PostFormValue("token"), h.auth.token) {
+		h.auth.wrong.fail()
 		h.render(w, http.StatusUnauthorized, "login.html", view{Error: "That is not the operator token (" + h.cfg.TokenFlag + ")."})
 		return
 	}

@@ -10,7 +10,7 @@
   var ms = parseInt(document.body.getAttribute("data-refresh-ms"), 10);
   if (!live || !(ms > 0)) return;
   document.body.setAttribute("data-live", "on");
-  var busy = false, last = new Date();
+  var busy = false, last = new Date(), refreshed = 0;
   function pad(n) { return n < 10 ? "0" + n : "" + n; }
   function hhmmss(d) { return pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()); }
   function stamp(ok) {
@@ -29,7 +29,11 @@
         if (!r.ok) throw new Error("HTTP " + r.status);
         return r.text();
       })
-      .then(function (html) { live.innerHTML = html; stamp(true); })
+      .then(function (html) {
+        live.innerHTML = html;
+        stamp(true);
+        document.body.setAttribute("data-refreshed", String(++refreshed)); // how many times, for tests
+      })
       .catch(function () { stamp(false); })
       .then(function () { busy = false; });
   }
