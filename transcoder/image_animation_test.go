@@ -2,6 +2,7 @@ package transcoder_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,5 +113,56 @@ func TestImageAPNGWarns(t *testing.T) {
 	}
 	if res.Frames != 1 || len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], "animation not kept: animated PNG (APNG)") {
 		t.Errorf("got %d frames, warnings %q", res.Frames, res.Warnings)
+	}
+}
+
+// TestImageAPNGAndAVIFSequenceStayAnimated: with ffmpeg at hand, the animations libvips 8.14 cannot
+// read (APNG, AVIF image sequences) give animated WebPs too, frame durations kept.
+func TestImageAPNGAndAVIFSequenceStayAnimated(t *testing.T) {
+	im := newImages(t, transcoder.DefaultImageConfig())
+	im.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	for name, tc := range map[string]struct {
+		path, format string
+		frames       int
+		delay        string
+	}{
+		"apng":          {testenv.MakeAPNG(t, t.TempDir(), 320, 240, 6), "png", 6, "200"},
+		"avif sequence": {testenv.MakeAVIFSequence(t, t.TempDir(), 320, 240, 10), "avif", 10, "100"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := t.TempDir()
+			res, err := im.Transform(context.Background(), tc.path, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			if res.Format != tc.format || res.Frames != tc.frames || res.Width != 320 || res.Height != 240 || len(res.Warnings) != 0 {
+				t.Errorf("result %s %dx%d, %d frames, warnings %q; want %s 320x240, %d frames, none", res.Format, res.Width, res.Height, res.Frames, res.Warnings, tc.format, tc.frames)
+			}
+			for _, v := range res.Variants {
+				info := testenv.DecodeImage(t, v.Path)
+				if info.Fields["n-pages"] != strconv.Itoa(tc.frames) || strings.TrimSpace(info.Fields["delay"]) != strings.TrimSpace(strings.Repeat(tc.delay+" ", tc.frames)) {
+					t.Errorf("%s: n-pages %q, delays %q; want %d frames of %s ms", v.Quality, info.Fields["n-pages"], info.Fields["delay"], tc.frames, tc.delay)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(out, "frames.webp")); !os.IsNotExist(err) {
+				t.Errorf("ffmpeg's intermediate was left behind: %v", err)
+			}
+		})
+	}
+
+	// Beyond the budget: the first frame, and the warning counts the source's frames.
+	cfg := transcoder.DefaultImageConfig()
+	cfg.AnimationMaxFrames = 4
+	small := newImages(t, cfg)
+	small.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	for name, tc := range map[string]struct{ path, count string }{
+		"apng":          {testenv.MakeAPNG(t, t.TempDir(), 160, 120, 6), "6"},
+		"avif sequence": {testenv.MakeAVIFSequence(t, t.TempDir(), 160, 120, 10), "more than 4"},
+	} {
+		res, err := small.Transform(context.Background(), tc.path, t.TempDir())
+		want := "animation not kept: " + tc.count + " frames of 160×120"
+		if err != nil || res.Frames != 1 || len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], want) {
+			t.Errorf("%s over budget: %d frames, warnings %q, %v; want 1 frame and %q…", name, res.Frames, res.Warnings, err, want)
+		}
 	}
 }
