@@ -1,7 +1,10 @@
 package transcoder_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -165,4 +168,31 @@ func TestImageAPNGAndAVIFSequenceStayAnimated(t *testing.T) {
 			t.Errorf("%s over budget: %d frames, warnings %q, %v; want 1 frame and %q…", name, res.Frames, res.Warnings, err, want)
 		}
 	}
+}
+
+// TestImageAPNGFrameBombIsRefusedFromHeader: an APNG whose acTL declares 100000 frames is refused
+// from its header, before ffmpeg starts.
+func TestImageAPNGFrameBombIsRefusedFromHeader(t *testing.T) {
+	data, err := os.ReadFile(testenv.MakeAPNG(t, t.TempDir(), 64, 48, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte("acTL"))
+	if i < 4 {
+		t.Fatal("ffmpeg's APNG has no acTL chunk")
+	}
+	binary.BigEndian.PutUint32(data[i+4:], 100000) // num_frames
+	binary.BigEndian.PutUint32(data[i+12:], crc32.ChecksumIEEE(data[i:i+12]))
+	path := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	im := newImages(t, transcoder.DefaultImageConfig())
+	im.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	out := t.TempDir()
+	_, err = im.Transform(context.Background(), path, out)
+	if !transcoder.IsBadInput(err) || err.Error() != "image has 100000 frames, limit is 1000" {
+		t.Fatalf("got %v, want the frame limit", err)
+	}
+	assertEmptyDir(t, out)
 }
