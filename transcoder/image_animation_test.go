@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -195,4 +196,37 @@ func TestImageAPNGFrameBombIsRefusedFromHeader(t *testing.T) {
 		t.Fatalf("got %v, want the frame limit", err)
 	}
 	assertEmptyDir(t, out)
+}
+
+// TestImageDamagedAnimationsAreWordedForPeople: a cut APNG or AVIF sequence gives the frames that are
+// there with a warning that says so, or, cut inside its first frame, an error in words, not ffmpeg's.
+func TestImageDamagedAnimationsAreWordedForPeople(t *testing.T) {
+	im := newImages(t, transcoder.DefaultImageConfig())
+	im.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	cut := func(src string, tenths int) string {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "input")
+		if err := os.WriteFile(p, data[:len(data)*tenths/10], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	apng := testenv.MakeAPNG(t, t.TempDir(), 320, 240, 10)
+	res, err := im.Transform(context.Background(), cut(apng, 5), t.TempDir())
+	if err != nil || res.Frames < 2 || res.Frames >= 10 || len(res.Warnings) != 1 ||
+		res.Warnings[0] != fmt.Sprintf("animation incomplete: the file holds %d of the 10 frames it declares (was the upload cut short?)", res.Frames) {
+		t.Errorf("APNG cut in half: %d frames, warnings %q, %v", res.Frames, res.Warnings, err)
+	}
+	for name, tc := range map[string]struct{ src, want string }{
+		"apng": {apng, "decoding image: the PNG animation is damaged or truncated (was the upload cut short?)"},
+		"avif": {testenv.MakeAVIFSequence(t, t.TempDir(), 320, 240, 10), "decoding image: the AVIF animation is damaged or truncated (was the upload cut short?)"},
+	} {
+		_, err := im.Transform(context.Background(), cut(tc.src, 2), t.TempDir())
+		if !transcoder.IsBadInput(err) || err.Error() != tc.want {
+			t.Errorf("%s cut to a fifth: got %v, want %q", name, err, tc.want)
+		}
+	}
 }

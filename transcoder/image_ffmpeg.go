@@ -19,6 +19,9 @@ import (
 // WebP (animationFile) whose frame durations are the source's. That file then takes the path of any
 // animated WebP: the budget, the three variants, the warning.
 
+// decodeAnimationStep names ffmpeg's step in errors.
+const decodeAnimationStep = "decoding the animation"
+
 // animationFile is the fixed name, in the job's directory, of ffmpeg's lossless intermediate.
 const animationFile = "frames.webp"
 
@@ -71,6 +74,12 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 	defer os.Remove(anim)
 	// One frame more than the budget: enough to tell that the budget is exceeded.
 	if err := im.ffmpeg.decodeAnimation(ctx, srcPath, anim, animationDemuxers[sn.Format], im.cfg.High, im.cfg.AnimationMaxFrames+1); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.BadInput && e.Msg == decodeAnimationStep {
+			// ffmpeg's words ("Invalid OBU length", "chunk too big") are for the operator's log.
+			return ImageResult{}, &Error{BadInput: true, Detail: e.Error(), Msg: fmt.Sprintf(
+				"decoding image: the %s animation is damaged or truncated (was the upload cut short?)", sn.Format)}
+		}
 		return ImageResult{}, err
 	}
 	res, err := im.transformFile(ctx, anim, outDir, sniffedImage{Format: "WebP", Frames: frames, Capped: frames == 0})
@@ -83,6 +92,11 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 		return ImageResult{}, err
 	}
 	res.Width, res.Height, res.Format = w, h, formatOf(sn)
+	if frames > 1 && res.Frames > 1 && res.Frames < frames {
+		// ffmpeg decodes what is there: an APNG cut short loses its last frames without an error.
+		res.Warnings = append(res.Warnings, fmt.Sprintf(
+			"animation incomplete: the file holds %d of the %d frames it declares (was the upload cut short?)", res.Frames, frames))
+	}
 	return res, nil
 }
 
@@ -102,7 +116,7 @@ func (v *Videos) decodeAnimation(ctx context.Context, src, dst, demuxers string,
 		"-f", "webp", "-y", "file:" + dst,
 	}
 	if err := v.run(ctx, filepath.Dir(dst), v.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
-		return v.classifyFFmpeg(ctx, "decoding the animation", err)
+		return v.classifyFFmpeg(ctx, decodeAnimationStep, err)
 	}
 	return nil
 }
