@@ -118,6 +118,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	if err != nil {
 		return nil, fmt.Errorf("creating video transcoder: %w", err)
 	}
+	images.UseFFmpeg(videos) // APNG and AVIF sequences, under the video limits
 
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,

@@ -84,11 +84,29 @@ func collectCorpus(t *testing.T) []corpusFile {
 		"animated.png":              testenv.MakeAPNG(t, gen, 320, 240, 10),
 		"phone-portrait-exif-6.jpg": testenv.MakeJPEGOrientation(t, gen, 1600, 1200, 6),
 		"heic-photo.heic":           testenv.MakeHEIC(t, gen, 1600, 1200),
+		// Uploads cut short, as flaky mobile connections leave them.
+		"truncated-photo.jpg":  cutFile(t, testenv.MakeJPEG(t, t.TempDir(), 1600, 1200), 2),
+		"truncated-photo.heic": cutFile(t, testenv.MakeHEIC(t, t.TempDir(), 1600, 1200), 2),
+		"truncated.png":        cutFile(t, testenv.MakeAPNG(t, t.TempDir(), 320, 240, 10), 5),
 	} {
 		files = append(files, corpusFile{"generated", name, path})
 	}
 	slices.SortFunc(files, func(a, b corpusFile) int { return strings.Compare(a.id(), b.id()) })
 	return files
+}
+
+// cutFile writes the first 1/n of src to a new file and returns its path.
+func cutFile(t *testing.T, src string, n int) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "cut-"+filepath.Base(src))
+	if err := os.WriteFile(p, data[:len(data)/n], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // expectation is one row of the table: the outcome class and, for failures and warnings, the

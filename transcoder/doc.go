@@ -1,5 +1,6 @@
 // Package transcoder turns one uploaded media file into the variants the worker publishes: images
-// into three WebP sizes (libvips, through transcoder/vips) and videos into an H.264/AAC MP4 with a
+// into three WebP sizes (libvips, through transcoder/vips; animations into animated WebPs, with ffmpeg
+// decoding the APNGs and AVIF sequences libvips cannot) and videos into an H.264/AAC MP4 with a
 // JPEG poster and optional HLS (ffmpeg and ffprobe run as processes).
 //
 // It is a leaf: it knows nothing of NATS, object stores or scanning. Each call takes a context, a

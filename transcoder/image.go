@@ -123,6 +123,8 @@ type ImageResult struct {
 type Images struct {
 	cfg  ImageConfig
 	heif *semaphore.Weighted // pixels of HEIF decodes in flight, at most cfg.HEIFDecodePixels
+	// ffmpeg decodes the animations libvips cannot (image_ffmpeg.go); nil: it is not used.
+	ffmpeg *Videos
 }
 
 // NewImages checks cfg. libvips is loaded and started by the first Transform (see package vips for
@@ -171,6 +173,14 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		return ImageResult{}, err
 	}
 	sn := sniffImage(srcPath)
+	if im.viaFFmpeg(sn) {
+		return im.transformAnimation(ctx, srcPath, outDir, sn)
+	}
+	return im.transformFile(ctx, srcPath, outDir, sn)
+}
+
+// transformFile is Transform on a file libvips reads, sniffed as sn.
+func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn sniffedImage) (ImageResult, error) {
 	hdr, err := vips.ReadHeader(srcPath)
 	if err != nil {
 		return ImageResult{}, imageInputError("reading image header", srcPath, sn, "", err)

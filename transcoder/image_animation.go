@@ -3,6 +3,7 @@ package transcoder
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/mediaworker/mediaworker/transcoder/vips"
 )
@@ -16,19 +17,27 @@ import (
 // show the first frame. libvips 8.14 reads an APNG's default image only (its PNG loader knows no
 // animation chunks), so an APNG is always its first frame, with a warning.
 func (im *Images) animation(h vips.Header, format string, sn sniffedImage) (animate bool, warning string) {
-	if format == "png" && sn.Animated {
+	if format == "png" && sn.Animated { // only when ffmpeg is not at hand (Images.UseFFmpeg)
 		return false, "animation not kept: animated PNG (APNG) is read as its first frame; upload an animated WebP or GIF to keep the animation"
 	}
-	if h.Pages <= 1 || (format != "gif" && format != "webp") {
+	pages := h.Pages
+	if sn.Frames > 0 { // ffmpeg's intermediate of an APNG: the source's count
+		pages = sn.Frames
+	}
+	if pages <= 1 || (format != "gif" && format != "webp") {
 		return false, ""
 	}
 	w, hh := fitWithin(h.Width, h.Height, im.cfg.High)
-	pixels := int64(w) * int64(hh) * int64(h.Pages)
-	if h.Pages <= im.cfg.AnimationMaxFrames && pixels <= im.cfg.AnimationMaxPixels {
+	pixels := int64(w) * int64(hh) * int64(pages)
+	if pages <= im.cfg.AnimationMaxFrames && pixels <= im.cfg.AnimationMaxPixels {
 		return true, ""
 	}
-	return false, fmt.Sprintf("animation not kept: %d frames of %d×%d (%s MP) exceed the animation budget of %d frames and %s MP; the variants show the first frame",
-		h.Pages, w, hh, megapixels(pixels), im.cfg.AnimationMaxFrames, megapixels(im.cfg.AnimationMaxPixels))
+	count := strconv.Itoa(pages)
+	if sn.Capped && pages > im.cfg.AnimationMaxFrames {
+		count = "more than " + strconv.Itoa(im.cfg.AnimationMaxFrames)
+	}
+	return false, fmt.Sprintf("animation not kept: %s frames of %d×%d (%s MP) exceed the animation budget of %d frames and %s MP; the variants show the first frame",
+		count, w, hh, megapixels(pixels), im.cfg.AnimationMaxFrames, megapixels(im.cfg.AnimationMaxPixels))
 }
 
 // fitWithin is the size of a w×h image shrunk to fit size×size, never enlarged (as libvips'

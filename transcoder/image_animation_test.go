@@ -1,7 +1,12 @@
 package transcoder_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,5 +117,116 @@ func TestImageAPNGWarns(t *testing.T) {
 	}
 	if res.Frames != 1 || len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], "animation not kept: animated PNG (APNG)") {
 		t.Errorf("got %d frames, warnings %q", res.Frames, res.Warnings)
+	}
+}
+
+// TestImageAPNGAndAVIFSequenceStayAnimated: with ffmpeg at hand, the animations libvips 8.14 cannot
+// read (APNG, AVIF image sequences) give animated WebPs too, frame durations kept.
+func TestImageAPNGAndAVIFSequenceStayAnimated(t *testing.T) {
+	im := newImages(t, transcoder.DefaultImageConfig())
+	im.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	for name, tc := range map[string]struct {
+		path, format string
+		frames       int
+		delay        string
+	}{
+		"apng":          {testenv.MakeAPNG(t, t.TempDir(), 320, 240, 6), "png", 6, "200"},
+		"avif sequence": {testenv.MakeAVIFSequence(t, t.TempDir(), 320, 240, 10), "avif", 10, "100"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := t.TempDir()
+			res, err := im.Transform(context.Background(), tc.path, out)
+			if err != nil {
+				t.Fatalf("Transform: %v", err)
+			}
+			if res.Format != tc.format || res.Frames != tc.frames || res.Width != 320 || res.Height != 240 || len(res.Warnings) != 0 {
+				t.Errorf("result %s %dx%d, %d frames, warnings %q; want %s 320x240, %d frames, none", res.Format, res.Width, res.Height, res.Frames, res.Warnings, tc.format, tc.frames)
+			}
+			for _, v := range res.Variants {
+				info := testenv.DecodeImage(t, v.Path)
+				if info.Fields["n-pages"] != strconv.Itoa(tc.frames) || strings.TrimSpace(info.Fields["delay"]) != strings.TrimSpace(strings.Repeat(tc.delay+" ", tc.frames)) {
+					t.Errorf("%s: n-pages %q, delays %q; want %d frames of %s ms", v.Quality, info.Fields["n-pages"], info.Fields["delay"], tc.frames, tc.delay)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(out, "frames.webp")); !os.IsNotExist(err) {
+				t.Errorf("ffmpeg's intermediate was left behind: %v", err)
+			}
+		})
+	}
+
+	// Beyond the budget: the first frame, and the warning counts the source's frames.
+	cfg := transcoder.DefaultImageConfig()
+	cfg.AnimationMaxFrames = 4
+	small := newImages(t, cfg)
+	small.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	for name, tc := range map[string]struct{ path, count string }{
+		"apng":          {testenv.MakeAPNG(t, t.TempDir(), 160, 120, 6), "6"},
+		"avif sequence": {testenv.MakeAVIFSequence(t, t.TempDir(), 160, 120, 10), "more than 4"},
+	} {
+		res, err := small.Transform(context.Background(), tc.path, t.TempDir())
+		want := "animation not kept: " + tc.count + " frames of 160×120"
+		if err != nil || res.Frames != 1 || len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], want) {
+			t.Errorf("%s over budget: %d frames, warnings %q, %v; want 1 frame and %q…", name, res.Frames, res.Warnings, err, want)
+		}
+	}
+}
+
+// TestImageAPNGFrameBombIsRefusedFromHeader: an APNG whose acTL declares 100000 frames is refused
+// from its header, before ffmpeg starts.
+func TestImageAPNGFrameBombIsRefusedFromHeader(t *testing.T) {
+	data, err := os.ReadFile(testenv.MakeAPNG(t, t.TempDir(), 64, 48, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte("acTL"))
+	if i < 4 {
+		t.Fatal("ffmpeg's APNG has no acTL chunk")
+	}
+	binary.BigEndian.PutUint32(data[i+4:], 100000) // num_frames
+	binary.BigEndian.PutUint32(data[i+12:], crc32.ChecksumIEEE(data[i:i+12]))
+	path := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	im := newImages(t, transcoder.DefaultImageConfig())
+	im.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	out := t.TempDir()
+	_, err = im.Transform(context.Background(), path, out)
+	if !transcoder.IsBadInput(err) || err.Error() != "image has 100000 frames, limit is 1000" {
+		t.Fatalf("got %v, want the frame limit", err)
+	}
+	assertEmptyDir(t, out)
+}
+
+// TestImageDamagedAnimationsAreWordedForPeople: a cut APNG or AVIF sequence gives the frames that are
+// there with a warning that says so, or, cut inside its first frame, an error in words, not ffmpeg's.
+func TestImageDamagedAnimationsAreWordedForPeople(t *testing.T) {
+	im := newImages(t, transcoder.DefaultImageConfig())
+	im.UseFFmpeg(newVideos(t, transcoder.DefaultVideoConfig()))
+	cut := func(src string, tenths int) string {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "input")
+		if err := os.WriteFile(p, data[:len(data)*tenths/10], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	apng := testenv.MakeAPNG(t, t.TempDir(), 320, 240, 10)
+	res, err := im.Transform(context.Background(), cut(apng, 5), t.TempDir())
+	if err != nil || res.Frames < 2 || res.Frames >= 10 || len(res.Warnings) != 1 ||
+		res.Warnings[0] != fmt.Sprintf("animation incomplete: the file holds %d of the 10 frames it declares (was the upload cut short?)", res.Frames) {
+		t.Errorf("APNG cut in half: %d frames, warnings %q, %v", res.Frames, res.Warnings, err)
+	}
+	for name, tc := range map[string]struct{ src, want string }{
+		"apng": {apng, "decoding image: the PNG animation is damaged or truncated (was the upload cut short?)"},
+		"avif": {testenv.MakeAVIFSequence(t, t.TempDir(), 320, 240, 10), "decoding image: the AVIF animation is damaged or truncated (was the upload cut short?)"},
+	} {
+		_, err := im.Transform(context.Background(), cut(tc.src, 2), t.TempDir())
+		if !transcoder.IsBadInput(err) || err.Error() != tc.want {
+			t.Errorf("%s cut to a fifth: got %v, want %q", name, err, tc.want)
+		}
 	}
 }

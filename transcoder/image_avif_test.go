@@ -58,7 +58,8 @@ func TestImageAVIF(t *testing.T) {
 }
 
 // TestImageAVIFSequenceIsRefusedClearly: libheif 1.15 reads an AVIF's primary still image only, and
-// an image sequence (ffmpeg's, mimetype's) has none: the person is told so, in words.
+// an image sequence (ffmpeg's, mimetype's) has none: without ffmpeg (Images.UseFFmpeg) to decode it,
+// the person is told so, in words.
 func TestImageAVIFSequenceIsRefusedClearly(t *testing.T) {
 	im := newImages(t, transcoder.DefaultImageConfig())
 	const want = "unsupported image: animated AVIF (an image sequence without a still picture) cannot be read; upload it as an animated WebP or GIF, or as a video"

@@ -13,6 +13,10 @@ import (
 type sniffedImage struct {
 	Format   string // "JPEG", "PNG", "GIF", "WebP", "TIFF", "HEIF", "AVIF", "BMP", ... or "" when unknown
 	Animated bool   // an APNG (acTL chunk) or an AVIF image sequence (brand avis)
+	Frames   int    // frames an APNG's acTL declares; 0 when not known from the first bytes
+	// Capped marks ffmpeg's intermediate of a source whose frame count is unknown: it holds at
+	// most one frame more than the animation budget, so more frames than that mean "more than".
+	Capped bool
 }
 
 // sniffLen is how much of the file sniffImage reads: enough for an ftyp box and the PNG chunks
@@ -37,7 +41,8 @@ func sniffBytes(b []byte) sniffedImage {
 	case bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}):
 		return sniffedImage{Format: "JPEG"}
 	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
-		return sniffedImage{Format: "PNG", Animated: pngAnimated(b[8:])}
+		frames := apngFrames(b[8:])
+		return sniffedImage{Format: "PNG", Animated: frames > 0, Frames: frames}
 	case bytes.HasPrefix(b, []byte("GIF87a")) || bytes.HasPrefix(b, []byte("GIF89a")):
 		return sniffedImage{Format: "GIF"}
 	case len(b) >= 12 && string(b[0:4]) == "RIFF" && string(b[8:12]) == "WEBP":
@@ -53,22 +58,26 @@ func sniffBytes(b []byte) sniffedImage {
 	return sniffedImage{}
 }
 
-// pngAnimated reports whether an acTL chunk (APNG's animation control) comes before the first IDAT.
-func pngAnimated(b []byte) bool {
-	for len(b) >= 8 {
+// apngFrames returns the frame count of an acTL chunk (APNG's animation control) that comes before
+// the first IDAT, or 0 when there is none.
+func apngFrames(b []byte) int {
+	for len(b) >= 12 {
 		size := int(binary.BigEndian.Uint32(b[0:4]))
 		switch string(b[4:8]) {
 		case "acTL":
-			return true
+			if size >= 8 && len(b) >= 16 {
+				return max(1, int(min(binary.BigEndian.Uint32(b[8:12]), 1<<30)))
+			}
+			return 1
 		case "IDAT":
-			return false
+			return 0
 		}
 		if size < 0 || size > len(b)-12 {
-			return false
+			return 0
 		}
 		b = b[12+size:]
 	}
-	return false
+	return 0
 }
 
 // sniffFtyp names an ISO-BMFF image by the brands of its ftyp box.

@@ -153,7 +153,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.Int64Var(&cfg.Videos.MaxPixels, "max-video-pixels", cfg.Videos.MaxPixels, "refuse videos whose frames are larger (width × height)")
 	fs.Int64Var(&cfg.Images.HEIFDecodePixels, "heif-decode-pixels", cfg.Images.HEIFDecodePixels, "total pixels of HEIC/AVIF images decoded at once (libheif needs ~7 bytes per pixel); a larger image decodes alone")
 	fs.IntVar(&cfg.Images.MaxFrames, "max-image-frames", cfg.Images.MaxFrames, "refuse images (animations) declaring more frames")
-	fs.IntVar(&cfg.Images.AnimationMaxFrames, "animation-max-frames", cfg.Images.AnimationMaxFrames, "animated GIF/WebP with more frames become still images of their first frame (with a warning)")
+	fs.IntVar(&cfg.Images.AnimationMaxFrames, "animation-max-frames", cfg.Images.AnimationMaxFrames, "animations (GIF, WebP, APNG, AVIF) with more frames become still images of their first frame (with a warning)")
 	fs.Int64Var(&cfg.Images.AnimationMaxPixels, "animation-max-pixels", cfg.Images.AnimationMaxPixels, "animations whose high variant would hold more pixels over all frames become still images of their first frame (with a warning)")
 	fs.Var(bytesFlag{&cfg.Videos.MaxMemoryBytes}, "video-max-memory", "address-space limit (RLIMIT_AS) of each ffmpeg/ffprobe process")
 	durationVar(fs, &cfg.Videos.MaxCPUTime, "video-max-cpu-time", "CPU time one ffmpeg run may use (RLIMIT_CPU); inputs needing more are refused")

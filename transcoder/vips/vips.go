@@ -16,7 +16,8 @@
 // run concurrently under a shared lock and never read the buffer; one that fails is run once more
 // alone, under the exclusive lock with the buffer cleared first, and the buffer then holds its own
 // messages and nobody else's (errors.go). Failures are rare, so this costs a second attempt at a
-// broken file and nothing for good ones, and the same file always gets the same message.
+// broken file, during which other jobs' libvips calls wait (at most the length of the operations in
+// flight plus the repeat), and nothing for good ones; the same file always gets the same message.
 //
 // The C code is in shim.c (declared in shim.h) so that the Go side can be split by concept.
 //
