@@ -116,6 +116,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Limiter: kindLimiter(a.gates), Observer: a.metrics, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
+		SignURL: a.signURL(),
 	})
 	if err != nil {
 		return nil, err
@@ -321,6 +322,15 @@ func (a *App) HTTPAddr() string {
 		return ""
 	}
 	return a.httpLn.Addr().String()
+}
+
+// signURL returns the pipeline's URL signer, or nil when URLs are not signed.
+func (a *App) signURL() func(url, key string) string {
+	sc := a.cfg.URLSigning
+	if sc.Key == "" {
+		return nil
+	}
+	return func(u, key string) string { return SignObjectURL(sc.Key, u, key, time.Now().Add(sc.TTL)) }
 }
 
 // orNone describes the embedded server's authentication for the log.

@@ -32,6 +32,12 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
+	if secret := a.cfg.URLSigning.Key; secret != "" {
+		if err := verifyObjectURL(secret, key, r.URL.Query(), time.Now()); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+	}
 	info, err := a.store.Stat(r.Context(), bucket, key)
 	if err != nil {
 		if objstore.IsPermanent(err) {
