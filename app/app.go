@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (a *App, err error
 	if a.scanner, err = scanner.New(cfg.Scanner); err != nil {
 		return nil, fmt.Errorf("creating scanner: %w", err)
 	}
-	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, cfg.Pipeline.TmpDir, a.scanner, a.metrics)
+	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, cfg.Pipeline.TmpDir, cfg.Pipeline.MinFreeBytes, a.scanner, a.metrics)
 	// clamd's defaults pass what they cannot scan as clean: refuse to start against a clamd whose
 	// limits are below our input cap. A clamd that is down is not fatal: jobs wait for it anyway.
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
