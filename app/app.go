@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	}
 	a.sigs = newSignatureWatch(a.scanner, cfg.MaxSignatureAge)
 	a.metrics.watchSignatures(a.sigs.ageSeconds)
-	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, cfg.Pipeline.TmpDir, a.scanner, a.metrics)
+	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, cfg.Pipeline.TmpDir, cfg.Pipeline.MinFreeBytes, a.scanner, a.metrics)
 	// clamd's defaults pass what they cannot scan as clean: refuse to start against a clamd whose
 	// limits are below our input cap. A clamd that is down is not fatal: jobs wait for it anyway.
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -123,6 +123,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Limiter: kindLimiter(a.gates), Observer: a.metrics, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
+		SignURL: a.signURL(),
 	})
 	if err != nil {
 		return nil, err
@@ -328,6 +329,15 @@ func (a *App) HTTPAddr() string {
 		return ""
 	}
 	return a.httpLn.Addr().String()
+}
+
+// signURL returns the pipeline's URL signer, or nil when URLs are not signed.
+func (a *App) signURL() func(url, key string) string {
+	sc := a.cfg.URLSigning
+	if sc.Key == "" {
+		return nil
+	}
+	return func(u, key string) string { return SignObjectURL(sc.Key, u, key, time.Now().Add(sc.TTL)) }
 }
 
 // orNone describes the embedded server's authentication for the log.

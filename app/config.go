@@ -63,6 +63,7 @@ type Config struct {
 
 	HTTPAddr     string // "" disables HTTP
 	ServeObjects bool   // serve /objects/<bucket>/<key> from the NATS object store
+	URLSigning   URLSigningConfig
 	ScanAPI      ScanAPIConfig
 }
 
@@ -94,6 +95,7 @@ func DefaultConfig() Config {
 		Videos:          transcoder.DefaultVideoConfig(),
 		HTTPAddr:        "127.0.0.1:8080",
 		ServeObjects:    true,
+		URLSigning:      DefaultURLSigningConfig(),
 		ScanAPI:         DefaultScanAPIConfig(),
 	}
 	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
@@ -132,6 +134,7 @@ func (c Config) Validate() error {
 	add("pipeline", c.Pipeline.Validate())
 	add("images", c.Images.Validate())
 	add("videos", c.Videos.Validate())
+	add("url signing", c.URLSigning.Validate())
 	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--scan-api-stall-timeout %s must not be negative", c.ScanAPI.StallTimeout))
 	}

@@ -32,6 +32,12 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
+	if secret := a.cfg.URLSigning.Key; secret != "" {
+		if err := verifyObjectURL(secret, key, r.URL.Query(), time.Now()); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+	}
 	info, err := a.store.Stat(r.Context(), bucket, key)
 	if err != nil {
 		if objstore.IsPermanent(err) {
@@ -84,9 +90,10 @@ type objectReader struct {
 	bucket, key string
 	size        int64
 
-	pos  int64          // offset the next Read returns
-	pr   *io.PipeReader // current stream, positioned at pos; nil: none
-	done chan struct{}  // closed when the current stream's Get has returned
+	pos    int64          // offset the next Read returns
+	pr     *io.PipeReader // current stream, positioned at pos; nil: none
+	cancel func()         // ends the current stream's Get, even while it waits for the store
+	done   chan struct{}  // closed when the current stream's Get has returned
 }
 
 func newObjectReader(ctx context.Context, s objstore.Store, bucket, key string, size int64) *objectReader {
@@ -129,12 +136,13 @@ func (o *objectReader) Read(p []byte) (int, error) {
 
 func (o *objectReader) start() {
 	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(o.ctx)
 	done := make(chan struct{})
-	o.pr, o.done = pr, done
+	o.pr, o.cancel, o.done = pr, cancel, done
 	skip := o.pos
 	go func() {
 		defer close(done)
-		_, err := o.store.Get(o.ctx, o.bucket, o.key, &skipWriter{w: pw, skip: skip})
+		_, err := o.store.Get(ctx, o.bucket, o.key, &skipWriter{w: pw, skip: skip})
 		pw.CloseWithError(err) // nil: EOF for the reader
 	}()
 }
@@ -144,9 +152,10 @@ func (o *objectReader) stop() {
 	if o.pr == nil {
 		return
 	}
+	o.cancel()
 	o.pr.CloseWithError(errors.New("reader closed"))
 	<-o.done
-	o.pr, o.done = nil, nil
+	o.pr, o.cancel, o.done = nil, nil, nil
 }
 
 // Close stops any stream; it is idempotent.

@@ -142,3 +142,39 @@ func TestObjectsRangeOverChunks(t *testing.T) {
 		t.Errorf("multi-range: %s, %d bytes", resp.Status, len(multi))
 	}
 }
+
+// With --url-signing-key, response URLs are signed and expire, and /objects serves nothing else.
+func TestObjectsSignedURLs(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef-test"
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.URLSigning.Key, c.URLSigning.TTL = secret, time.Hour })
+	id := w.request(w.upload(testenv.MakeJPEG(t, t.TempDir(), 800, 600), "s/p.jpg"))
+	r := w.await(id, time.Minute)
+	if !r.Success || len(r.Processed) != 3 {
+		t.Fatalf("%+v", r)
+	}
+	high, low := variant(t, r, "high").URL, variant(t, r, "low").URL
+	if !strings.Contains(high, "?expires=") || !strings.Contains(high, "&signature=") {
+		t.Fatalf("response URL is not signed: %s", high)
+	}
+	if resp, _ := fetchURL(t, high, nil); resp.StatusCode != 200 {
+		t.Fatalf("signed URL: %s", resp.Status)
+	}
+	unsigned, query, _ := strings.Cut(high, "?")
+	_, lowQuery, _ := strings.Cut(low, "?")
+	keyHigh := contracts.KeysFor(contracts.Request{S3Key: "s/p.jpg", MediaID: id}).Image("high")
+	for name, u := range map[string]string{
+		"unsigned":             unsigned,
+		"another key's sig":    unsigned + "?" + lowQuery,
+		"tampered":             unsigned + "?" + strings.Replace(query, "signature=", "signature=A", 1),
+		"expired":              app.SignObjectURL(secret, unsigned, keyHigh, time.Now().Add(-time.Minute)),
+		"another secret's sig": app.SignObjectURL(strings.Repeat("x", 40), unsigned, keyHigh, time.Now().Add(time.Hour)),
+	} {
+		if resp, _ := fetchURL(t, u, nil); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %s, want 403", name, resp.Status)
+		}
+	}
+	if resp, _ := fetchURL(t, app.SignObjectURL(secret, unsigned, keyHigh, time.Now().Add(time.Minute)), nil); resp.StatusCode != 200 {
+		t.Errorf("a URL the API signed itself: %s", resp.Status)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/slots"
 )
@@ -50,20 +51,21 @@ type scanVerdict struct {
 type scanHandler struct {
 	cfg       ScanAPIConfig
 	tmpDir    string
+	minFree   int64 // scratch space bodies may not eat into (jobs need it)
 	scanner   *scanner.Scanner
 	pool      *slots.Pool // scans
 	receiving *slots.Pool // bodies being received
 	m         *metrics
 }
 
-func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, s *scanner.Scanner, m *metrics) *scanHandler {
+func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, minFree int64, s *scanner.Scanner, m *metrics) *scanHandler {
 	if cfg.MaxBytes <= 0 || cfg.MaxBytes > inputCap {
 		cfg.MaxBytes = inputCap
 	}
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = DefaultScanAPIConfig().StallTimeout
 	}
-	return &scanHandler{cfg: cfg, tmpDir: tmpDir, scanner: s, m: m,
+	return &scanHandler{cfg: cfg, tmpDir: tmpDir, minFree: minFree, scanner: s, m: m,
 		pool:      slots.NewPool("scan-api", cfg.Concurrency),
 		receiving: slots.NewPool("scan-api-receiving", receivingPerSlot*cfg.Concurrency)}
 }
@@ -88,7 +90,7 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, status, err := h.receive(w, r)
 	if err != nil {
-		if status == http.StatusTooManyRequests {
+		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "5")
 		}
 		writeJSON(w, status, scanVerdict{Error: err.Error()})
@@ -142,6 +144,10 @@ func (h *scanHandler) receive(w http.ResponseWriter, r *http.Request) (*os.File,
 		return nil, http.StatusTooManyRequests, errors.New("too many uploads in progress; retry later")
 	}
 	defer release()
+	if free, err := pipeline.FreeBytes(h.tmpDir); err == nil && free-r.ContentLength < h.minFree {
+		return nil, http.StatusServiceUnavailable, fmt.Errorf("scratch space is low (%s free, %s kept for jobs); retry later",
+			objstore.FormatBytes(free), objstore.FormatBytes(h.minFree))
+	}
 	f, err := os.CreateTemp(h.tmpDir, "mw-scan-*")
 	if err != nil {
 		return nil, http.StatusInternalServerError, fmt.Errorf("creating a scratch file: %w", err)

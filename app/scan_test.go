@@ -3,6 +3,7 @@ package app_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -57,4 +58,19 @@ func TestScanAPIStalledUploadsDoNotLockOut(t *testing.T) {
 		}
 	}
 	scratchEmpty(t, w)
+}
+
+// Bodies are received into the scratch dir, never into the space kept free for jobs.
+func TestScanAPIKeepsScratchFloorForJobs(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.Pipeline.MinFreeBytes = 1 << 60 })
+	resp, err := http.Post("http://"+w.app.HTTPAddr()+"/v1/scan", "application/octet-stream", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "scratch space is low") || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("%s %s, want 503 naming the scratch floor", resp.Status, body)
+	}
 }

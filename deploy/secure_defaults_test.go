@@ -77,3 +77,53 @@ func TestBinaryRefusesSharedDirs(t *testing.T) {
 		}
 	}
 }
+
+// dockerfileEnv returns the variables the runtime image sets with ENV.
+func dockerfileEnv(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(raw), "\\\n", " ")
+	env := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "ENV ")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Fields(rest) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = v
+			}
+		}
+	}
+	return env
+}
+
+// The image bakes in no secret, and with its own settings (NATS on 0.0.0.0) the worker refuses to start
+// until a credential is given at run time.
+func TestDockerImageNeedsARuntimeCredential(t *testing.T) {
+	env := dockerfileEnv(t)
+	if env["MW_NATS_LISTEN"] == "" {
+		t.Fatal("found no ENV MW_NATS_LISTEN in the Dockerfile; has its layout changed?")
+	}
+	var imageEnv []string
+	for k, v := range env {
+		for _, secret := range []string{"PASSWORD", "TOKEN", "SECRET", "CREDS", "NKEY", "SIGNING_KEY"} {
+			if strings.Contains(k, secret) {
+				t.Errorf("the Dockerfile bakes in %s", k)
+			}
+		}
+		if strings.HasPrefix(k, "MW_") && !strings.HasSuffix(k, "_DIR") {
+			imageEnv = append(imageEnv, k+"="+v)
+		}
+	}
+	code, stderr := runBinary(t, imageEnv, "config")
+	if code != 2 || !strings.Contains(stderr, "anonymous clients") {
+		t.Errorf("the image's settings without a credential: exit %d, want 2 naming the rule:\n%s", code, stderr)
+	}
+	if code, stderr := runBinary(t, append(imageEnv, "NATS_TOKEN=runtime-secret"), "config"); code != 0 {
+		t.Errorf("the image's settings with NATS_TOKEN: exit %d:\n%s", code, stderr)
+	}
+}

@@ -122,6 +122,7 @@ type Pipeline struct {
 	limiter  Limiter
 	observer Observer
 	verdicts Verdicts
+	signURL  func(url, key string) string
 	now      func() time.Time
 }
 
@@ -134,6 +135,8 @@ type Deps struct {
 	Limiter  Limiter  // nil: no per-kind limit
 	Observer Observer // nil: nobody is told
 	Verdicts Verdicts // nil: verdicts are not remembered across deliveries
+	// SignURL, if set, turns a variant's URL into the one the response carries (signed, expiring).
+	SignURL func(url, key string) string
 }
 
 // New returns a pipeline.
@@ -145,7 +148,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
-		limiter: d.Limiter, observer: d.Observer, verdicts: d.Verdicts, now: time.Now}, nil
+		limiter: d.Limiter, observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -505,8 +508,12 @@ func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int
 }
 
 func (p *Pipeline) url(bucket, key string) string {
+	u := p.store.URL(bucket, key)
 	if p.cfg.PublicBaseURL != "" {
-		return objstore.ObjectURL(p.cfg.PublicBaseURL, key)
+		u = objstore.ObjectURL(p.cfg.PublicBaseURL, key)
 	}
-	return p.store.URL(bucket, key)
+	if p.signURL != nil {
+		u = p.signURL(u, key)
+	}
+	return u
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // secretFlags are printed masked by `config`.
-var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true, "nats-password": true, "nats-token": true}
+var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true, "nats-password": true, "nats-token": true, "url-signing-key": true}
 
 func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()

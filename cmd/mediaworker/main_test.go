@@ -226,3 +226,23 @@ func TestVersionLoadsLibvips(t *testing.T) {
 		t.Fatalf("exit %d: %q %q", code, out, errs)
 	}
 }
+
+// The NATS credentials and the URL-signing key are secrets: `config` names where they came from, never
+// their values; the nats CLI's variables are read.
+func TestConfigMasksNATSCredentials(t *testing.T) {
+	t.Setenv("NATS_PASSWORD", "pw-from-env")
+	t.Setenv("NATS_USER", "worker")
+	t.Setenv("MW_URL_SIGNING_KEY", strings.Repeat("k", 40))
+	code, out, errs := run(t, "config", "--nats-token", "")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if strings.Contains(out, "pw-from-env") || strings.Contains(out, strings.Repeat("k", 40)) {
+		t.Fatalf("a secret leaked:\n%s", out)
+	}
+	for _, want := range []string{"--nats-password  ****  NATS_PASSWORD", "--nats-user      worker  NATS_USER"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("config output lacks %q:\n%s", want, out)
+		}
+	}
+}

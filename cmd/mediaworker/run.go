@@ -167,6 +167,8 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
 	durationVar(fs, &cfg.ScanAPI.StallTimeout, "scan-api-stall-timeout", "a /v1/scan body that sends nothing this long is refused (408); bodies are received before a scan slot is taken")
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
+	fs.StringVar(&cfg.URLSigning.Key, "url-signing-key", cfg.URLSigning.Key, "HMAC secret (≥ 32 bytes): /objects serves only signed, expiring URLs, and response URLs are signed")
+	durationVar(fs, &cfg.URLSigning.TTL, "url-signing-ttl", "lifetime of the signed URLs in responses")
 }
 
 // bindLog registers the logging flags.
