@@ -36,6 +36,15 @@ func (e *SettingError) Unwrap() error { return e.Err }
 // (a clamd loading its database refuses connections for a minute or so) with limits that cover the
 // input cap. Every failure is a *SettingError naming the setting to change.
 func Preflight(ctx context.Context, cfg Config, clamdWait time.Duration) error {
+	// Ownership and mode first: a dir another user may write is refused before we write anything in it.
+	if cfg.NATS.URL == "" {
+		if err := privateDir(cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
+			return &SettingError{Setting: "data-dir", Err: err} // the error says the fix
+		}
+	}
+	if err := privateDir(cfg.Pipeline.TmpDir, "--tmp-dir"); err != nil {
+		return &SettingError{Setting: "tmp-dir", Err: err}
+	}
 	if cfg.NATS.URL == "" {
 		if err := writableDir(filepath.Join(cfg.NATS.Embedded.DataDir, "jetstream")); err != nil {
 			return &SettingError{Setting: "data-dir", Err: err, Fix: "point it at a directory this user can create and write"}
@@ -116,8 +125,12 @@ func writableDir(dir string) error {
 	return os.Remove(name)
 }
 
-// portFree reports whether addr can be listened on now (port 0 always can).
+// portFree reports whether addr can be listened on now. Port 0 (and -1, nats-server's "random port")
+// always can: the listener picks a free one.
 func portFree(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err == nil && (port == "0" || port == "-1") {
+		return nil
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)

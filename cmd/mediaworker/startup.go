@@ -26,6 +26,8 @@ func failStart(stderr io.Writer, code int, err error) int {
 func startupMessage(err error) string {
 	var se *app.SettingError
 	switch {
+	case errors.As(err, &se) && se.Fix == "":
+		return fmt.Sprintf("%v (--%s, %s)", se.Err, se.Setting, envName(se.Setting))
 	case errors.As(err, &se):
 		return fmt.Sprintf("%v (--%s, %s): %s", se.Err, se.Setting, envName(se.Setting), se.Fix)
 	case errors.Is(err, nats.ErrAuthorization):
