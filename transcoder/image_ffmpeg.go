@@ -75,7 +75,7 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 	// One frame more than the budget: enough to tell that the budget is exceeded.
 	if err := im.ffmpeg.decodeAnimation(ctx, srcPath, anim, animationDemuxers[sn.Format], im.cfg.High, im.cfg.AnimationMaxFrames+1); err != nil {
 		var e *Error
-		if errors.As(err, &e) && e.BadInput && e.Msg == decodeAnimationStep {
+		if errors.As(err, &e) && e.BadInput && e.Msg == decodeAnimationStep+": "+undecodableVideo {
 			// ffmpeg's words ("Invalid OBU length", "chunk too big") are for the operator's log.
 			return ImageResult{}, &Error{BadInput: true, Detail: e.Error(), Msg: fmt.Sprintf(
 				"decoding image: the %s animation is damaged or truncated (was the upload cut short?)", sn.Format)}

@@ -40,8 +40,12 @@ func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) err
 	}
 	// ffmpeg's own words follow, for whoever debugs it; the sentence before them is for the person
 	// who uploaded the file.
-	return badInput(step+": the video could not be decoded (damaged, cut off or in an unusual encoding)", err)
+	return badInput(step+": "+undecodableVideo, err)
 }
+
+// undecodableVideo is the sentence for an upload ffmpeg failed to decode; the image path matches it to
+// say the same in an image's words.
+const undecodableVideo = "the video could not be decoded (damaged, cut off or in an unusual encoding)"
 
 // limitError says which resource limit a failed run hit, as bad input naming the limit, or returns
 // nil when it hit none.
