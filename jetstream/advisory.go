@@ -48,7 +48,7 @@ func (c Config) AdvisoryConsumerConfig() jetstream.ConsumerConfig {
 		Description:   "mediaworker instances move requests that exhausted their deliveries to the DLQ",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
-		MaxDeliver:    -1,
+		MaxDeliver:    advisoryAttempts + 1, // the handler gives up at advisoryAttempts itself
 		MaxAckPending: 16,
 		Replicas:      c.Replicas,
 	}
@@ -79,7 +79,16 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 			}
 			continue
 		}
-		if err := w.handleAdvisory(ctx, msg); err != nil {
+		last := false
+		if meta, err := msg.Metadata(); err == nil {
+			last = meta.NumDelivered >= advisoryAttempts
+		}
+		if err := w.handleAdvisory(ctx, msg, last); err != nil {
+			if last {
+				w.log.Error().Err(err).Str("advisory", string(msg.Data())).Msg("handling a max-deliveries advisory failed on its last attempt; dropping it")
+				_ = msg.Term()
+				continue
+			}
 			w.log.Warn().Err(err).Msg("handling a max-deliveries advisory failed; will retry")
 			_ = msg.NakWithDelay(w.wcfg.BackoffBase)
 			continue
@@ -88,7 +97,13 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 	}
 }
 
-func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
+// advisoryAttempts bounds the handling of one advisory: a request that cannot be answered or copied
+// after this many tries is logged and dropped, never retried without end.
+const advisoryAttempts = 10
+
+// handleAdvisory answers the API, copies the request to the DLQ and removes it from the work queue.
+// On the last attempt a failing DLQ copy is logged and skipped, so the request does not stay for ever.
+func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last bool) error {
 	var adv maxDeliveriesAdvisory
 	if err := json.Unmarshal(msg.Data(), &adv); err != nil || adv.StreamSeq == 0 {
 		w.log.Warn().Str("advisory", string(msg.Data())).Msg("ignoring an advisory without a stream sequence")
@@ -110,11 +125,8 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("fetching request %d: %w", adv.StreamSeq, err)
 	}
 	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
-	o := origin{stream: w.cfg.RequestsStream(), seq: adv.StreamSeq, deliveries: adv.Deliveries, published: orig.Time}
-	if err := w.deadLetterRaw(ctx, orig.Data, orig.Header, o, "max-deliveries", cause); err != nil {
-		return err
-	}
 	log := w.log.With().Uint64("seq", adv.StreamSeq).Logger()
+	// The API is answered first: the DLQ copy is for operators and must not hold up the answer.
 	if req, perr := contracts.ParseRequest(orig.Data); perr == nil || isCorrelatable(perr) {
 		resp := contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL,
 			Error: fmt.Sprintf("gave up after %d deliveries: %v", adv.Deliveries, cause)}
@@ -123,6 +135,14 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 			return err
 		}
 		log = log.With().Str("mediaId", req.MediaID).Logger()
+	}
+	o := origin{stream: w.cfg.RequestsStream(), seq: adv.StreamSeq, deliveries: adv.Deliveries, published: orig.Time}
+	if err := w.deadLetter(ctx, orig.Data, orig.Header, o, "max-deliveries", cause); err != nil {
+		if !last {
+			return err
+		}
+		// Bounded: the API has its answer; the request is removed anyway rather than kept for ever.
+		log.Error().Err(err).Str("payload", string(orig.Data)).Msg("dead-lettering failed on the advisory's last attempt; removing the request without a DLQ copy")
 	}
 	if err := reqs.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("removing request %d from the work queue: %w", adv.StreamSeq, err)

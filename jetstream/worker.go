@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,17 +66,6 @@ func (c WorkerConfig) Validate() error {
 	}
 	return nil
 }
-
-// Headers the worker writes on dead letters.
-const (
-	HeaderReason      = "Mw-Reason"       // parse-error | max-deliveries
-	HeaderLastError   = "Mw-Last-Error"   // the last error, as a person reads it
-	HeaderDeliveries  = "Mw-Deliveries"   // deliveries so far
-	HeaderStream      = "Mw-Stream"       // origin stream
-	HeaderStreamSeq   = "Mw-Stream-Seq"   // origin stream sequence
-	HeaderPublishedAt = "Mw-Published-At" // when the request was stored (RFC 3339)
-	HeaderDeadAt      = "Mw-Dead-At"      // when it was dead-lettered (RFC 3339)
-)
 
 // ErrDraining is the cause given to jobs cancelled because the drain timeout passed.
 var ErrDraining = errors.New("worker is shutting down")
@@ -242,7 +230,7 @@ func (w *Worker) refuse(ctx context.Context, msg jetstream.Msg, meta *jetstream.
 		w.observe("invalid", "", meta)
 		return
 	}
-	if err := w.deadLetter(ctx, msg, meta, "parse-error", perr); err != nil {
+	if err := w.deadLetter(ctx, msg.Data(), msg.Headers(), originOf(meta), "parse-error", perr); err != nil {
 		log.Warn().Err(err).Msg("dead-lettering an unparseable request failed; will retry")
 		w.nak(msg, meta)
 		return
@@ -325,7 +313,7 @@ func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, meta *jetstream.
 		_ = msg.Nak()
 		return
 	}
-	if err := w.deadLetter(ctx, msg, meta, "max-deliveries", out.Err); err != nil {
+	if err := w.deadLetter(ctx, msg.Data(), msg.Headers(), originOf(meta), "max-deliveries", out.Err); err != nil {
 		log.Error().Err(err).Msg("dead-lettering failed; leaving the request to the max-deliveries advisory")
 		_ = msg.Nak()
 		return
@@ -335,51 +323,8 @@ func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, meta *jetstream.
 	w.observe("dead_lettered", out.MediaKind, meta)
 }
 
-// deadLetter copies the original request, unchanged, to the DLQ stream with headers saying why.
-func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) error {
-	return w.deadLetterRaw(ctx, msg.Data(), msg.Headers(), origin{
-		stream: meta.Stream, seq: meta.Sequence.Stream, deliveries: meta.NumDelivered, published: meta.Timestamp,
-	}, reason, cause)
-}
-
-// origin says where a dead letter came from.
-type origin struct {
-	stream     string
-	seq        uint64
-	deliveries uint64
-	published  time.Time
-}
-
-func (w *Worker) deadLetterRaw(ctx context.Context, data []byte, hdr nats.Header, o origin, reason string, cause error) error {
-	m := nats.NewMsg(w.cfg.Subjects().DLQ)
-	m.Data = data
-	for k, vs := range hdr {
-		if k == jetstream.MsgIDHeader {
-			continue // the request's own id would collide with the DLQ's dedupe id
-		}
-		for _, v := range vs {
-			m.Header.Add(k, v)
-		}
-	}
-	m.Header.Set(HeaderReason, reason)
-	if cause != nil {
-		m.Header.Set(HeaderLastError, clipReason(cause.Error()))
-	}
-	m.Header.Set(HeaderDeliveries, strconv.FormatUint(o.deliveries, 10))
-	m.Header.Set(HeaderStream, o.stream)
-	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(o.seq, 10))
-	if !o.published.IsZero() {
-		m.Header.Set(HeaderPublishedAt, o.published.UTC().Format(time.RFC3339Nano))
-	}
-	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	_, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(fmt.Sprintf("dlq/%s/%d", o.stream, o.seq)))
-	if err != nil {
-		w.publishFailed(m.Subject)
-		return fmt.Errorf("publishing to %s: %w", m.Subject, err)
-	}
-	return nil
+func originOf(meta *jetstream.MsgMetadata) origin {
+	return origin{stream: meta.Stream, seq: meta.Sequence.Stream, deliveries: meta.NumDelivered, published: meta.Timestamp}
 }
 
 // publishAttempts is how often an outcome's publish is tried before the message is handed back. The
