@@ -31,7 +31,7 @@ func DefaultConfig() Config {
 		App:             "app",
 		Replicas:        1,
 		AckWait:         30 * time.Second,
-		MaxDeliver:      5,
+		MaxDeliver:      10, // with the worker's backoff: ≥ 10 minutes of retries (DefaultWorkerConfig)
 		MaxAckPending:   64,
 		DuplicateWindow: 2 * time.Minute,
 		ResponseMaxAge:  7 * 24 * time.Hour,

@@ -38,14 +38,26 @@ type WorkerConfig struct {
 	DrainTimeout    time.Duration // how long in-flight jobs may finish after a stop
 	PublishTimeout  time.Duration
 	PullWait        time.Duration // how long one pull request waits for a message
+
+	// Admission, when set, is asked before every pull: while a dependency the jobs need is down it
+	// blocks, so the worker takes no work it would only hand back, burning a delivery each time.
+	Admission Admission
 }
 
-// DefaultWorkerConfig returns sane defaults for a small machine.
+// Admission blocks while a dependency the jobs need (clamd, the object store, scratch space) is down
+// and returns nil once work may be taken again; an error ends the wait (ctx ended). nil = always admit.
+type Admission interface {
+	Wait(ctx context.Context) error
+}
+
+// DefaultWorkerConfig returns sane defaults for a small machine. The backoff (5 s doubling to 3 min)
+// with the default MaxDeliver of 10 spreads the deliveries over at least 10 minutes even with the
+// jitter's −25 %: an outage of one dependency that long uses up no request.
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
 		Slots:          3,
-		BackoffBase:    2 * time.Second,
-		BackoffMax:     2 * time.Minute,
+		BackoffBase:    5 * time.Second,
+		BackoffMax:     3 * time.Minute,
 		DrainTimeout:   30 * time.Second,
 		PublishTimeout: 10 * time.Second,
 		PullWait:       10 * time.Second,
@@ -132,6 +144,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err != nil {
 			break
 		}
+		if err := w.admit(ctx); err != nil {
+			release()
+			break
+		}
 		msg, err := w.next(ctx, cons)
 		if err != nil {
 			release()
@@ -165,6 +181,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// admit waits until the admission hook lets work in (or ctx ends).
+func (w *Worker) admit(ctx context.Context) error {
+	if w.wcfg.Admission == nil {
+		return ctx.Err()
+	}
+	return w.wcfg.Admission.Wait(ctx)
 }
 
 // next pulls exactly one message: the worker never asks for more than it has free slots for.

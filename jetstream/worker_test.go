@@ -380,3 +380,49 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		t.Fatalf("requests stream config: %+v", sinfo.Config)
 	}
 }
+
+// gate is an Admission the test opens and closes.
+type gate struct {
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gate) Wait(ctx context.Context) error {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// While the admission hook says a dependency is down, the worker takes nothing from the queue (no
+// delivery is used up); once it admits, the queued request runs.
+func TestAdmissionHoldsPulls(t *testing.T) {
+	g := &gate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) { w.Admission = g },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
+	id := uuid.NewString()
+	r.publish(id)
+	r.start()
+	<-g.entered
+	cons, err := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 || info.Delivered.Consumer != 0 || info.NumPending != 1 {
+		t.Fatalf("while not admitted: %d delivered, %d ack pending, %d pending; want 0, 0, 1", info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+	}
+	close(g.open)
+	if got := r.awaitResponses(id, 1); !got[0].Success || r.proc.callsOf(id) != 1 {
+		t.Fatalf("after admission: %+v, %d runs", got, r.proc.callsOf(id))
+	}
+}
