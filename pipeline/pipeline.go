@@ -69,8 +69,10 @@ type Config struct {
 	MinFreeBytes int64
 	DiskFactor   float64
 
-	// JobTimeout is the hard cap of one job. Videos get less: VideoTimeoutBase plus
-	// VideoTimeoutPerSecond for every second of input, so a stuck ffmpeg is killed long before the cap.
+	// JobTimeout caps each phase of a job: fetching (stat, download, scan), transforming and storing
+	// (upload). A transform over it is the input's fault (permanent); a fetch or upload over it is a
+	// stall (transient). Videos' transforms get less: VideoTimeoutBase plus VideoTimeoutPerSecond for
+	// every second of input, so a stuck ffmpeg is killed long before the cap.
 	JobTimeout            time.Duration
 	VideoTimeoutBase      time.Duration
 	VideoTimeoutPerSecond time.Duration
@@ -150,59 +152,81 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 
 // job is the state that flows through the steps of one request.
 type job struct {
-	ctx     context.Context // the job's context; a step may tighten its deadline
-	cancel  context.CancelFunc
-	req     contracts.Request
-	keys    contracts.OutputKeys
-	dir     string // scratch dir, removed at the end
-	input   string // dir/input
-	started time.Time
-	info    objstore.Info
-	mime    string
-	kind    MediaKind
-	probe   *transcoder.VideoProbe // a video's description, from detection
-	release func()
-	scanned chan scanResult // clamd's verdict on the downloaded bytes
-	outs    []output        // files the transform made, uploaded by the next step
-	out     Outcome
+	ctx    context.Context // the job's context; each phase adds its own budget
+	cancel context.CancelFunc
+	// endPhase ends the current phase's context (see enter).
+	endPhase context.CancelFunc
+	req      contracts.Request
+	keys     contracts.OutputKeys
+	dir      string // scratch dir, removed at the end
+	input    string // dir/input
+	info     objstore.Info
+	mime     string
+	kind     MediaKind
+	probe    *transcoder.VideoProbe // a video's description, from detection
+	release  func()
+	scanned  chan scanResult // clamd's verdict on the downloaded bytes
+	outs     []output        // files the transform made, uploaded by the next step
+	out      Outcome
 }
 
 // step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind to Infected ends
 // it too. The context is checked between steps.
 type step struct {
-	name string
-	run  func(ctx context.Context, j *job) error
+	name  string
+	phase phase
+	run   func(ctx context.Context, j *job) error
 }
 
-// ErrJobTimeout is the cause of a job cancelled for taking longer than its deadline.
-var ErrJobTimeout = errors.New("job took longer than its time limit")
+// phase groups steps under one time budget. Fetching (stat, download, scan, detect) and storing
+// (upload) wait on the store, clamd and NATS: running out of time there is a stall, transient, and
+// the job runs again. Transforming is the job's own work: its budget (the video limit, at most
+// --job-timeout) is the only one whose end is the input's fault.
+type phase int
+
+const (
+	fetching phase = iota
+	transforming
+	storing
+)
+
+// ErrJobTimeout is the cause of a transform cancelled for taking longer than its budget.
+var ErrJobTimeout = errors.New("transform took longer than its time limit")
+
+// ErrStalled is the cause of a fetch or an upload cancelled for taking longer than --job-timeout.
+var ErrStalled = errors.New("stalled")
 
 // Process runs one validated request to its outcome. Scratch files are removed before it returns.
 func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 	j := &job{req: req, keys: contracts.KeysFor(req)}
-	j.ctx, j.cancel = context.WithTimeoutCause(ctx, p.cfg.JobTimeout, ErrJobTimeout)
+	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}
 	defer j.cleanup()
 
 	steps := []step{
-		{"preparing", p.prepare},
-		{"checking", p.check},
-		{"downloading", p.download},
-		{"scanning", p.scan},
-		{"detecting", p.detect},
-		{"waiting for a slot", p.acquire},
-		{"transforming", p.transform},
-		{"uploading", p.upload},
+		{"preparing", fetching, p.prepare},
+		{"checking", fetching, p.check},
+		{"downloading", fetching, p.download},
+		{"scanning", fetching, p.scan},
+		{"detecting", fetching, p.detect},
+		{"waiting for a slot", fetching, p.acquire},
+		{"transforming", transforming, p.transform},
+		{"uploading", storing, p.upload},
 	}
+	cur, pctx, limit := phase(-1), j.ctx, time.Duration(0)
 	for _, s := range steps {
-		if j.ctx.Err() != nil {
-			return p.fail(j, p.stopped(j, s.name))
+		if s.phase != cur {
+			cur = s.phase
+			pctx, limit = p.enter(j, cur)
+		}
+		if pctx.Err() != nil {
+			return p.fail(j, p.stopped(pctx, s.name, limit))
 		}
 		start := p.now()
-		sctx, span := tracing.Tracer().Start(j.ctx, s.name)
+		sctx, span := tracing.Tracer().Start(pctx, s.name)
 		err := s.run(sctx, j)
-		if err != nil && j.ctx.Err() != nil {
-			err = p.stopped(j, s.name)
+		if err != nil && pctx.Err() != nil {
+			err = p.stopped(pctx, s.name, limit)
 		}
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -221,16 +245,40 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 	return j.out
 }
 
-// stopped explains a job whose context ended: over its time limit is the input's fault (permanent);
-// anything else (shutdown, a lost delivery) is not.
-func (p *Pipeline) stopped(j *job, stage string) error {
-	cause := context.Cause(j.ctx)
-	if errors.Is(cause, ErrJobTimeout) {
-		limit := p.cfg.JobTimeout
-		if dl, ok := j.ctx.Deadline(); ok && j.started != (time.Time{}) {
-			limit = dl.Sub(j.started).Round(time.Second)
-		}
-		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit))
+// enter starts a phase: its context carries the phase's budget and is cancelled when the next phase
+// starts or the job ends.
+func (p *Pipeline) enter(j *job, ph phase) (context.Context, time.Duration) {
+	if j.endPhase != nil {
+		j.endPhase()
+	}
+	limit, cause := p.budget(j, ph), ErrStalled
+	if ph == transforming {
+		cause = ErrJobTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(j.ctx, limit, cause)
+	j.endPhase = cancel
+	return ctx, limit
+}
+
+// budget is the time a phase may take: --job-timeout, or for a video's transform its own limit
+// (2 min + 4 s per second of input), so a stuck encoder is killed in minutes, not at the cap.
+func (p *Pipeline) budget(j *job, ph phase) time.Duration {
+	if ph == transforming && j.probe != nil {
+		limit := p.cfg.VideoTimeoutBase + time.Duration(j.probe.Info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
+		return min(limit, p.cfg.JobTimeout)
+	}
+	return p.cfg.JobTimeout
+}
+
+// stopped explains a step whose context ended: a transform over its budget is the input's fault
+// (permanent); a stall of the store, clamd or NATS, a shutdown or a lost delivery is not.
+func (p *Pipeline) stopped(ctx context.Context, stage string, limit time.Duration) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrJobTimeout):
+		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit.Round(time.Millisecond)))
+	case errors.Is(cause, ErrStalled):
+		return transient(stage, fmt.Errorf("no progress within %s (a slow or stalled store, clamd or NATS); will retry", limit.Round(time.Millisecond)))
 	}
 	return transient(stage, fmt.Errorf("job stopped: %w", cause))
 }
@@ -259,6 +307,9 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 }
 
 func (j *job) cleanup() {
+	if j.endPhase != nil {
+		j.endPhase()
+	}
 	j.cancel()
 	if j.release != nil {
 		j.release()
@@ -280,7 +331,6 @@ func (p *Pipeline) prepare(ctx context.Context, j *job) error {
 	}
 	j.dir = dir
 	j.input = filepath.Join(dir, "input")
-	j.started = p.now()
 	return nil
 }
 
@@ -337,14 +387,6 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return transient("probing", err)
 	}
 	j.probe = probe
-	limit := p.cfg.VideoTimeoutBase + time.Duration(probe.Info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
-	if limit < p.cfg.JobTimeout {
-		parent := j.ctx
-		var cancel context.CancelFunc
-		j.ctx, cancel = context.WithTimeoutCause(parent, limit-p.now().Sub(j.started), ErrJobTimeout)
-		prev := j.cancel
-		j.cancel = func() { cancel(); prev() }
-	}
 	return nil
 }
 

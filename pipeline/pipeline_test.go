@@ -28,6 +28,7 @@ type memStore struct {
 	failPut error
 	failGet error
 	failDel error
+	stall   bool // Get blocks until its context ends, like minio-go on a store that stopped answering
 	calls   []string
 }
 
@@ -46,6 +47,10 @@ func (m *memStore) Stat(ctx context.Context, bucket, key string) (objstore.Info,
 func (m *memStore) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
 	if m.failGet != nil {
 		return 0, m.failGet
+	}
+	if m.stall {
+		<-ctx.Done()
+		return 0, ctx.Err()
 	}
 	m.mu.Lock()
 	d, ok := m.objs[m.k(bucket, key)]
@@ -222,6 +227,11 @@ func TestClassification(t *testing.T) {
 			f.cfg.JobTimeout = 200 * time.Millisecond
 			f.images.block = true
 		}, Failed, "processing took longer than the limit of", true},
+		// A store that stops answering is a stall: transient, never "took longer than the limit".
+		{"stalled store", func(f *fixture) {
+			f.cfg.JobTimeout = 200 * time.Millisecond
+			f.store.stall = true
+		}, Retry, "downloading: no progress within 200ms", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

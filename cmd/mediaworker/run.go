@@ -113,7 +113,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.Pipeline.TmpDir, "tmp-dir", cfg.Pipeline.TmpDir, "scratch space for jobs (one per instance)")
 	fs.Var(bytesFlag{&cfg.Pipeline.MaxInputBytes}, "max-input-bytes", "largest upload accepted (also the most clamd is asked to scan)")
 	fs.Var(bytesFlag{&cfg.Pipeline.MinFreeBytes}, "scratch-min-free", "scratch space kept free; a job that would eat into it waits, and readiness fails below it")
-	durationVar(fs, &cfg.Pipeline.JobTimeout, "job-timeout", "hard cap of one job (videos get 2 min + 4 s per second of input, if less)")
+	durationVar(fs, &cfg.Pipeline.JobTimeout, "job-timeout", "time budget of each phase of a job: fetch, transform, upload (a video's transform gets 2 min + 4 s per second of input, if less); only a transform over it fails the job, a stalled fetch or upload is retried")
 
 	fs.StringVar(&cfg.Scanner.Addr, "clamd-addr", cfg.Scanner.Addr, "clamd address: tcp://host:port or unix:///path")
 	durationVar(fs, &cfg.Scanner.ScanTimeout, "clamd-scan-timeout", "longest wait for clamd's verdict")
