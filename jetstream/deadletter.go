@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"fmt"
 	"net/textproto"
 	"strconv"
@@ -42,43 +41,30 @@ func copyHeaders(to, from nats.Header) {
 			to.Add(k, v)
 		}
 	}
-	if id := from.Get(jetstream.MsgIDHeader); id != "" {
+	// The API's id. A lane's work message carries it already; its own Nats-Msg-Id is triage's.
+	if id := from.Get(jetstream.MsgIDHeader); id != "" && from.Get(HeaderRequestSeq) == "" {
 		to.Set(HeaderMsgID, id)
 	}
 }
 
-// origin says where a dead letter came from.
-type origin struct {
-	stream     string
-	seq        uint64
-	deliveries uint64
-	published  time.Time
-}
-
-// deadLetter copies the original request to the DLQ stream with headers saying why. The payload is
-// unchanged; of its headers only the allow-list (copyHeaders) comes along. The copy's own Nats-Msg-Id
-// is derived from its origin, so a second attempt (the advisory path after the worker's) is dropped.
-func (w *Worker) deadLetter(ctx context.Context, data []byte, hdr nats.Header, o origin, reason string, cause error) error {
+// deadLetterMsg is the DLQ copy of a delivery's request, with headers saying why, and its Nats-Msg-Id.
+// The payload is unchanged; of its headers only the allow-list (copyHeaders) comes along. The id is
+// derived from the request, so a second attempt (the advisory path after the worker's) is dropped.
+func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.Msg, string) {
 	m := nats.NewMsg(w.cfg.Subjects().DLQ)
-	m.Data = data
-	copyHeaders(m.Header, hdr)
+	m.Data = d.data
+	copyHeaders(m.Header, d.header)
+	m.Header.Del(HeaderRequestSeq) // a lane's bookkeeping; Mw-Stream-Seq says the same
 	m.Header.Set(HeaderReason, reason)
 	if cause != nil {
 		m.Header.Set(HeaderLastError, clipReason(cause.Error()))
 	}
-	m.Header.Set(HeaderDeliveries, strconv.FormatUint(o.deliveries, 10))
-	m.Header.Set(HeaderStream, o.stream)
-	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(o.seq, 10))
-	if !o.published.IsZero() {
-		m.Header.Set(HeaderPublishedAt, o.published.UTC().Format(time.RFC3339Nano))
+	m.Header.Set(HeaderDeliveries, strconv.FormatUint(d.deliveries, 10))
+	m.Header.Set(HeaderStream, w.cfg.RequestsStream())
+	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(d.reqSeq, 10))
+	if !d.published.IsZero() {
+		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
 	}
 	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	_, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(fmt.Sprintf("dlq/%s/%d", o.stream, o.seq)))
-	if err != nil {
-		w.publishFailed(m.Subject)
-		return fmt.Errorf("publishing to %s: %w", m.Subject, err)
-	}
-	return nil
+	return m, fmt.Sprintf("dlq/%s/%d", w.cfg.RequestsStream(), d.reqSeq)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,19 +33,39 @@ func TestMain(m *testing.M) {
 }
 
 // scripted is a Processor whose outcome per call is decided by the test. The ack layer is pure logic
-// over a real JetStream server; the real pipeline is exercised end to end in package app.
+// over a real JetStream server; the real pipeline is exercised end to end in package app. Triage
+// routes a key ending in .mp4 to the video lane and everything else to the image lane.
 type scripted struct {
-	mu    sync.Mutex
-	calls map[string]int
-	fn    func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome
+	mu     sync.Mutex
+	calls  map[string]int
+	lanes  map[string][]pipeline.MediaKind // the lanes each request ran in
+	fn     func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome
+	triage func(req contracts.Request) pipeline.Outcome // nil: by the key's extension
 }
 
-func (s *scripted) Process(ctx context.Context, req contracts.Request) pipeline.Outcome {
+func (s *scripted) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	if s.triage != nil {
+		return s.triage(req)
+	}
+	if strings.HasSuffix(req.S3Key, ".mp4") {
+		return pipeline.Routed(pipeline.Video, "video/mp4")
+	}
+	return pipeline.Routed(pipeline.Image, "image/jpeg")
+}
+
+func (s *scripted) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
 	s.mu.Lock()
 	s.calls[req.MediaID]++
+	s.lanes[req.MediaID] = append(s.lanes[req.MediaID], lane)
 	n := s.calls[req.MediaID]
 	s.mu.Unlock()
 	return s.fn(ctx, req, n)
+}
+
+func (s *scripted) lanesOf(id string) []pipeline.MediaKind {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pipeline.MediaKind(nil), s.lanes[id]...)
 }
 
 func (s *scripted) callsOf(id string) int {
@@ -83,7 +104,7 @@ func newRig(t *testing.T, tweak func(*natsjs.Config, *natsjs.WorkerConfig), fn f
 	if err := natsjs.Provision(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, js: js, nc: nc, cfg: cfg, wcfg: wcfg, proc: &scripted{calls: map[string]int{}, fn: fn},
+	r := &rig{t: t, js: js, nc: nc, cfg: cfg, wcfg: wcfg, proc: &scripted{calls: map[string]int{}, lanes: map[string][]pipeline.MediaKind{}, fn: fn},
 		responses: map[string][]contracts.Response{}}
 	sub, err := nc.Subscribe(cfg.Subjects().Response, func(m *nats.Msg) {
 		if err := contracts.ValidateJSON(contracts.SchemaResponse, m.Data); err != nil {
@@ -129,7 +150,13 @@ func (r *rig) start() (stop func()) {
 
 func (r *rig) publish(id string) {
 	r.t.Helper()
-	req := contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id}
+	r.publishKey(id, "u/a.jpg")
+}
+
+// publishKey publishes a request for key; the scripted triage routes a .mp4 key to the video lane.
+func (r *rig) publishKey(id, key string) {
+	r.t.Helper()
+	req := contracts.Request{S3Key: key, S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id}
 	data, _ := json.Marshal(req)
 	if _, err := r.js.PublishMsg(context.Background(), &nats.Msg{Subject: r.cfg.Subjects().Request, Data: data}, jetstream.WithMsgID(id)); err != nil {
 		r.t.Fatal(err)
@@ -269,7 +296,9 @@ func TestLongJobIsDeliveredOnce(t *testing.T) {
 func TestPullsOnlyForFreeSlots(t *testing.T) {
 	release := make(chan struct{})
 	var running atomic.Int32
-	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) { w.Slots = 2 },
+	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) {
+		w.Lanes = map[pipeline.MediaKind]int{pipeline.Image: 2}
+	},
 		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
 			running.Add(1)
 			<-release
@@ -288,11 +317,18 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 		}
 		return nil
 	})
-	cons, _ := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Durable)
-	info, _ := cons.Info(context.Background())
-	if info.NumAckPending != 2 || info.NumPending != 4 {
-		t.Fatalf("with 2 slots busy: ack pending %d, pending %d; want 2 and 4 (no pre-buffering)", info.NumAckPending, info.NumPending)
-	}
+	// Triage moves every request to the image lane, which holds only what its slots run.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		cons, _ := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.LaneDurable(pipeline.Image))
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != 2 || info.NumPending != 4 {
+			return fmt.Errorf("with 2 slots busy: ack pending %d, pending %d; want 2 and 4 (no pre-buffering)", info.NumAckPending, info.NumPending)
+		}
+		return nil
+	})
 	close(release)
 	for _, id := range ids {
 		r.awaitResponses(id, 1)

@@ -45,3 +45,21 @@ func Detect(path string) (mime string, kind MediaKind, err error) {
 	}
 	return m.String(), "", permanent("detecting", fmt.Errorf("unsupported media type: %s", m.String()))
 }
+
+// SniffBytes is how much of an upload DetectBytes looks at: all that mimetype reads.
+const SniffBytes = 4096
+
+// DetectBytes is Detect on an upload's first bytes, the same table: triage sniffs the kind from a
+// ranged read before the job is routed to its lane.
+func DetectBytes(head []byte) (mime string, kind MediaKind, err error) {
+	m := mimetype.Detect(head)
+	for t := m; t != nil; t = t.Parent() {
+		switch {
+		case imageTypes[t.String()]:
+			return t.String(), Image, nil
+		case videoTypes[t.String()]:
+			return t.String(), Video, nil
+		}
+	}
+	return m.String(), "", permanent("detecting", fmt.Errorf("unsupported media type: %s", m.String()))
+}

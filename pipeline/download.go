@@ -145,14 +145,10 @@ func (p *Pipeline) recall(ctx context.Context, req contracts.Request) (*contract
 
 func infectedOutcome(req contracts.Request, ev contracts.VirusEvent) Outcome {
 	return Outcome{
-		Kind: Infected,
-		Err:  fmt.Errorf("virus detected: %s", ev.VirusName),
-		Response: contracts.Response{
-			MediaID:     req.MediaID,
-			OriginalURL: req.MediaURL,
-			Error:       "virus detected: " + ev.VirusName,
-		},
-		Virus: &ev,
+		Kind:     Infected,
+		Err:      fmt.Errorf("virus detected: %s", ev.VirusName),
+		Response: failureResponse(req, "virus detected: "+ev.VirusName),
+		Virus:    &ev,
 	}
 }
 

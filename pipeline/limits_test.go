@@ -33,7 +33,7 @@ func TestOversizedInputIsRefusedBeforeDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.Process(context.Background(), f.req)
+	out := p.Process(context.Background(), f.req, "")
 	if out.Kind != Failed || ClassOf(out.Err) != Permanent {
 		t.Fatalf("got %s (%v), want a permanent failure", out.Kind, out.Err)
 	}
@@ -68,7 +68,7 @@ func TestScratchPathsDoNotComeFromKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := p.Process(context.Background(), f.req); out.Kind != Success {
+		if out := p.Process(context.Background(), f.req, ""); out.Kind != Success {
 			t.Fatalf("%q: %s %v", key, out.Kind, out.Err)
 		}
 		job := filepath.Dir(rec.src)

@@ -36,11 +36,6 @@ type VideoTransformer interface {
 	TransformProbed(ctx context.Context, probe *transcoder.VideoProbe, outDir string) (transcoder.VideoResult, error)
 }
 
-// Limiter hands out per-media-kind slots, so a full video pool never stalls images.
-type Limiter interface {
-	Acquire(ctx context.Context, kind MediaKind) (release func(), err error)
-}
-
 // Verdicts remembers virus verdicts across deliveries. The infected object is deleted before the
 // virus event is durable; should the worker die or a reply be lost in between, the next delivery finds
 // no object, and without this record it would answer "not found" instead of "virus detected".
@@ -121,7 +116,6 @@ type Pipeline struct {
 	scanner  Scanner
 	images   ImageTransformer
 	videos   VideoTransformer
-	limiter  Limiter
 	observer Observer
 	verdicts Verdicts
 	now      func() time.Time
@@ -133,7 +127,6 @@ type Deps struct {
 	Scanner  Scanner
 	Images   ImageTransformer
 	Videos   VideoTransformer
-	Limiter  Limiter  // nil: no per-kind limit
 	Observer Observer // nil: nobody is told
 	Verdicts Verdicts // nil: verdicts are not remembered across deliveries
 }
@@ -147,7 +140,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
-		limiter: d.Limiter, observer: d.Observer, verdicts: d.Verdicts, now: time.Now}, nil
+		observer: d.Observer, verdicts: d.Verdicts, now: time.Now}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -157,6 +150,7 @@ type job struct {
 	// endPhase ends the current phase's context (see enter).
 	endPhase context.CancelFunc
 	req      contracts.Request
+	lane     MediaKind // the pool this job runs in ("" in tests: any)
 	keys     contracts.OutputKeys
 	dir      string // scratch dir, removed at the end
 	input    string // dir/input
@@ -164,14 +158,13 @@ type job struct {
 	mime     string
 	kind     MediaKind
 	probe    *transcoder.VideoProbe // a video's description, from detection
-	release  func()
-	scanned  chan scanResult // clamd's verdict on the downloaded bytes
-	outs     []output        // files the transform made, uploaded by the next step
+	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
+	outs     []output               // files the transform made, uploaded by the next step
 	out      Outcome
 }
 
-// step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind to Infected ends
-// it too. The context is checked between steps.
+// step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind (Infected,
+// Route) ends it too. The context is checked between steps.
 type step struct {
 	name  string
 	phase phase
@@ -196,9 +189,11 @@ var ErrJobTimeout = errors.New("transform took longer than its time limit")
 // ErrStalled is the cause of a fetch or an upload cancelled for taking longer than --job-timeout.
 var ErrStalled = errors.New("stalled")
 
-// Process runs one validated request to its outcome. Scratch files are removed before it returns.
-func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
-	j := &job{req: req, keys: contracts.KeysFor(req)}
+// Process runs one validated request of lane (image or video) to its outcome. An upload that turns
+// out to be of the other kind is not transformed here: its outcome routes it to its own lane. Scratch
+// files are removed before it returns.
+func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane MediaKind) Outcome {
+	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
 	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}
 	defer j.cleanup()
@@ -209,7 +204,6 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 		{"downloading", fetching, p.download},
 		{"scanning", fetching, p.scan},
 		{"detecting", fetching, p.detect},
-		{"waiting for a slot", fetching, p.acquire},
 		{"transforming", transforming, p.transform},
 		{"uploading", storing, p.upload},
 	}
@@ -238,7 +232,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 		if err != nil {
 			return p.fail(j, err)
 		}
-		if j.out.Kind == Infected {
+		if j.out.Kind != Success { // infected, or routed to the other lane
 			return j.out
 		}
 	}
@@ -293,17 +287,7 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 	if e.Class == Permanent {
 		kind = Failed
 	}
-	return Outcome{
-		Kind:      kind,
-		MediaKind: j.kind,
-		Err:       e,
-		Response: contracts.Response{
-			MediaID:     j.req.MediaID,
-			OriginalURL: j.req.MediaURL,
-			Success:     false,
-			Error:       e.Error(),
-		},
-	}
+	return Outcome{Kind: kind, MediaKind: j.kind, MIME: j.mime, Err: e, Response: failureResponse(j.req, e.Error())}
 }
 
 func (j *job) cleanup() {
@@ -311,9 +295,6 @@ func (j *job) cleanup() {
 		j.endPhase()
 	}
 	j.cancel()
-	if j.release != nil {
-		j.release()
-	}
 	if j.dir != "" {
 		_ = os.RemoveAll(j.dir)
 	}
@@ -337,24 +318,9 @@ func (p *Pipeline) prepare(ctx context.Context, j *job) error {
 // check refuses what is missing or over the input cap before a byte is downloaded, and waits (as a
 // transient failure) when the scratch disk cannot hold the job.
 func (p *Pipeline) check(ctx context.Context, j *job) error {
-	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
-	switch {
-	case err == nil:
-	case errors.Is(err, objstore.ErrNotFound):
-		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
-			return transient("recalling an earlier verdict", rerr)
-		} else if ev != nil {
-			j.out = infectedOutcome(j.req, *ev) // removed on an earlier delivery: say so again
-			return nil
-		}
-		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
-	case objstore.IsPermanent(err):
-		return permanent("downloading", err)
-	default:
-		return transient("downloading", err)
-	}
-	if info.Size > p.cfg.MaxInputBytes {
-		return permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
+	info, err := p.stat(ctx, j)
+	if err != nil || j.out.Kind != Success {
+		return err
 	}
 	free, err := FreeBytes(p.cfg.TmpDir)
 	if err != nil {
@@ -368,6 +334,34 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
+// stat looks the object up and refuses what is missing, empty or over the input cap. A missing object
+// whose verdict is remembered was infected and removed on an earlier delivery: j.out says so again.
+func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
+	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
+			return info, transient("recalling an earlier verdict", rerr)
+		} else if ev != nil {
+			j.out = infectedOutcome(j.req, *ev)
+			return info, nil
+		}
+		return info, permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+	case objstore.IsPermanent(err):
+		return info, permanent("downloading", err)
+	default:
+		return info, transient("downloading", err)
+	}
+	if info.Size > p.cfg.MaxInputBytes {
+		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
+	}
+	if info.Size == 0 {
+		return info, permanent("downloading", errors.New("object is empty (0 bytes)"))
+	}
+	return info, nil
+}
+
 func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	mime, kind, err := Detect(j.input)
 	if err != nil {
@@ -375,6 +369,11 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	}
 	j.mime, j.kind = mime, kind
 	j.out.MediaKind = kind
+	if j.lane != "" && kind != j.lane {
+		// Triage sniffed the head, this is the whole file: rare, but never transform in the wrong pool.
+		j.out = Routed(kind, mime)
+		return nil
+	}
 	if kind != Video {
 		return nil
 	}
@@ -387,18 +386,6 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return transient("probing", err)
 	}
 	j.probe = probe
-	return nil
-}
-
-func (p *Pipeline) acquire(ctx context.Context, j *job) error {
-	if p.limiter == nil {
-		return nil
-	}
-	release, err := p.limiter.Acquire(ctx, j.kind)
-	if err != nil {
-		return transient("waiting for a slot", err)
-	}
-	j.release = release
 	return nil
 }
 
@@ -423,11 +410,6 @@ func (p *Pipeline) transform(ctx context.Context, j *job) error {
 			return permanent("transforming", err)
 		}
 		return transient("transforming", err)
-	}
-	// Release the CPU slot before uploading: uploads are I/O and must not hold up other transforms.
-	if j.release != nil {
-		j.release()
-		j.release = nil
 	}
 	j.outs = outs
 	return nil

@@ -188,7 +188,7 @@ func (f *fixture) run(t *testing.T) Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.Process(context.Background(), f.req)
+	out := p.Process(context.Background(), f.req, "")
 	entries, _ := os.ReadDir(f.cfg.TmpDir)
 	if len(entries) != 0 {
 		t.Errorf("scratch dir not cleaned: %d entries", len(entries))
@@ -315,7 +315,7 @@ func TestCancelledJobIsTransient(t *testing.T) {
 	p, _ := New(f.cfg, Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if out := p.Process(ctx, f.req); out.Kind != Retry || f.scan.scanned {
+	if out := p.Process(ctx, f.req, ""); out.Kind != Retry || f.scan.scanned {
 		t.Fatalf("%+v", out)
 	}
 }
@@ -347,16 +347,16 @@ func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(f.store.objs, "media/u/p.jpg") // what the lost-reply delete did
-	if out := p.Process(context.Background(), f.req); out.Kind != Failed {
+	if out := p.Process(context.Background(), f.req, ""); out.Kind != Failed {
 		t.Fatalf("without a remembered verdict a missing object is a plain failure, got %s", out.Kind)
 	}
 	f.store.objs["media/u/p.jpg"] = jpegHeader
 	f.store.failDel = errors.New("reply lost")
-	if out := p.Process(context.Background(), f.req); out.Kind != Retry {
+	if out := p.Process(context.Background(), f.req, ""); out.Kind != Retry {
 		t.Fatalf("first delivery: %s %v", out.Kind, out.Err)
 	}
 	delete(f.store.objs, "media/u/p.jpg")
-	out := p.Process(context.Background(), f.req)
+	out := p.Process(context.Background(), f.req, "")
 	if out.Kind != Infected || out.Virus == nil || out.Response.Error != "virus detected: Eicar-Test" || f.images.called {
 		t.Fatalf("redelivery after the object was removed: %+v", out)
 	}
