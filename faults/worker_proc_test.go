@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -281,3 +282,26 @@ func (w *workerProc) health() string {
 }
 
 // state describes the streams and the consumer, for failure messages.
+
+// settled reads the worker's log: the outcome of every job it settled in a lane, by mediaId (triage's
+// routing is not an outcome).
+func (w *workerProc) settled() map[string]string {
+	w.t.Helper()
+	b, err := os.ReadFile(w.logPath)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	outcomes := map[string]string{"job succeeded": "success", "job failed permanently": "failed",
+		"virus detected": "infected", "gave up; request moved to the dead-letter stream": "dead_lettered"}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct{ Message, MediaID, Lane string }
+		if json.Unmarshal([]byte(line), &e) != nil || e.Lane == "triage" {
+			continue
+		}
+		if o, ok := outcomes[e.Message]; ok && e.MediaID != "" {
+			out[e.MediaID] = o
+		}
+	}
+	return out
+}
