@@ -2,6 +2,8 @@ package jetstream_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -158,4 +161,51 @@ func (r *rig) consumerInfo(durable string) *jetstream.ConsumerInfo {
 		r.t.Fatal(err)
 	}
 	return info
+}
+
+// Issue 10 item 4: at most one outcome per request, also after the duplicate window. The request is
+// settled; then, past the (short) window, a second copy of its lane message arrives, as when triage's
+// ack was lost and the request was routed again. It is acked without running; one response is stored.
+func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.DuplicateWindow = time.Second },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
+	r.start()
+	id := uuid.NewString()
+	r.publish(id)
+	r.awaitResponses(id, 1)
+	r.awaitEmptyWorkQueue()
+
+	// The copy triage published, as it is stored: same request sequence, same route id.
+	s, err := r.js.Stream(context.Background(), r.cfg.RequestsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := s.Info(context.Background())
+	routeSeq := info.State.LastSeq // request 1, its route 2
+	reqSeq := routeSeq - 1
+	m := nats.NewMsg(r.cfg.WorkSubject(pipeline.Image))
+	m.Data, _ = json.Marshal(contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
+	m.Header.Set(natsjs.HeaderRequestSeq, fmt.Sprint(reqSeq))
+	routeID := fmt.Sprintf("route/%s/%d/image", r.cfg.RequestsStream(), reqSeq)
+	// Publish again until the stream takes it: the duplicate window has passed then.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		ack, err := r.js.PublishMsg(context.Background(), m, jetstream.WithMsgID(routeID))
+		if err != nil {
+			return err
+		}
+		if ack.Duplicate {
+			return errors.New("still inside the duplicate window")
+		}
+		return nil
+	})
+	r.awaitEmptyWorkQueue()
+	if n := r.proc.callsOf(id); n != 1 {
+		t.Fatalf("the late duplicate ran the job again: %d runs", n)
+	}
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
+		t.Fatalf("%d responses stored, want 1", n)
+	}
+	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.Delivered.Consumer != 2 || info.NumAckPending != 0 {
+		t.Fatalf("image lane delivered %d (ack pending %d); want both copies delivered and acked", info.Delivered.Consumer, info.NumAckPending)
+	}
 }

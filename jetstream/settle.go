@@ -102,6 +102,14 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		}
 	}
 
+	// Remembered before the ack: a redelivery after a lost ack finds it (settled.go).
+	if state := settledState(d, out); state != "" {
+		if err := w.done.remember(ctx, d.reqSeq, state); err != nil {
+			log.Warn().Err(err).Msg("recording the settlement failed; handing the message back")
+			w.nak(d, w.backoff(d.deliveries))
+			return fmt.Errorf("%w: %w", errHandedBack, err)
+		}
+	}
 	switch out.Kind {
 	case pipeline.Success, pipeline.Infected, pipeline.Route:
 		// The events are out; should the ack be lost, a redelivery republishes them under the same
@@ -116,6 +124,17 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 	}
 	w.report(out, d, log)
 	return nil
+}
+
+// settledState is what the settled-requests memory records for out: triage's route, or an end.
+func settledState(d *delivery, out pipeline.Outcome) string {
+	switch {
+	case out.Kind != pipeline.Route:
+		return settledFinal
+	case d.lane == "":
+		return settledRouted
+	}
+	return "" // a lane's re-route: the request is still on its way
 }
 
 // report logs and counts a settled outcome.

@@ -165,6 +165,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if _, err := js.CreateOrUpdateConsumer(ctx, c.AdvisoryStream(), c.AdvisoryConsumerConfig()); err != nil {
 		return fmt.Errorf("creating consumer %s on %s: %w", c.advisoryDurable(), c.AdvisoryStream(), err)
 	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, c.settledConfig()); err != nil {
+		return fmt.Errorf("creating key-value bucket %s: %w", c.SettledBucket(), err)
+	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, c.verdictConfig()); err != nil {
 		return fmt.Errorf("creating key-value bucket %s: %w", c.VerdictBucket(), err)
 	}

@@ -111,7 +111,8 @@ type Worker struct {
 	obs   Observer
 	pools map[pipeline.MediaKind]*slots.Pool   // by lane; "" is triage
 	busy  map[pipeline.MediaKind]*atomic.Int64 // messages being handled, by lane
-	held  atomic.Int64                         // messages being handled
+	done  *settledMemory
+	held  atomic.Int64 // messages being handled
 }
 
 // Observer is told how each message was settled; it feeds metrics. It may be nil.
@@ -134,7 +135,8 @@ func NewWorker(js jetstream.JetStream, cfg Config, wcfg WorkerConfig, proc Proce
 	}
 	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
 		pools: map[pipeline.MediaKind]*slots.Pool{"": slots.NewPool("triage", wcfg.TriageSlots)},
-		busy:  map[pipeline.MediaKind]*atomic.Int64{"": new(atomic.Int64)}}
+		busy:  map[pipeline.MediaKind]*atomic.Int64{"": new(atomic.Int64)},
+		done:  &settledMemory{js: js, cfg: cfg}}
 	for l, n := range wcfg.Lanes {
 		w.pools[l] = slots.NewPool(string(l), n)
 		w.busy[l] = new(atomic.Int64)
@@ -300,6 +302,9 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 	}
 	log = log.With().Str("mediaId", req.MediaID).Str("key", req.S3Key).Str("bucket", req.S3Bucket).Logger()
 	span.SetAttributes(attribute.String("media.id", req.MediaID), attribute.String("media.key", req.S3Key))
+	if w.settledBefore(ctx, d, log) {
+		return
+	}
 
 	// InProgress runs until the message is settled: publishing the outcome may need retries too.
 	stop := w.keepAlive(msg)
@@ -317,6 +322,26 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 		span.SetStatus(codes.Error, out.Err.Error())
 	}
 	_ = w.settle(ctx, d, out, log)
+}
+
+// settledBefore acks a delivery whose request was settled already (its ack was lost after the duplicate
+// window): triage's when it was routed, a lane's when it ended for good. The memory is a guard, not a
+// dependency: if it cannot be read, the job runs.
+func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Logger) bool {
+	state, err := w.done.recall(ctx, d.reqSeq)
+	if err != nil {
+		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
+		return false
+	}
+	if state == "" || d.lane != "" && state != settledFinal {
+		return false
+	}
+	if err := w.ack(ctx, d); err != nil {
+		log.Warn().Err(err).Msg("ack not confirmed")
+	}
+	log.Info().Str("settled", state).Msg("request settled already; acked without running again")
+	w.observe("duplicate", "", d)
+	return true
 }
 
 // withProgress makes the job's progress reports go out on its progress subject, at most once a second.
