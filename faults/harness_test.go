@@ -84,12 +84,14 @@ func (c *client) request(key string) string {
 	return id
 }
 
-// publish publishes a raw request payload with a Nats-Msg-Id, as the API does.
+// publish publishes a raw request payload with a Nats-Msg-Id and Nats-Expected-Stream, as a careful API
+// does (issue 10: such a request must still reach the DLQ when its last delivery dies).
 func (c *client) publish(data []byte, msgID string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Subjects().Request, Data: data}, jetstream.WithMsgID(msgID)); err != nil {
+	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Subjects().Request, Data: data}, jetstream.WithMsgID(msgID),
+		jetstream.WithExpectStream(streams.RequestsStream())); err != nil {
 		c.t.Fatalf("publishing request: %v", err)
 	}
 }
