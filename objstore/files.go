@@ -53,6 +53,13 @@ func DownloadFileTee(ctx context.Context, s Store, bucket, key, path string, max
 	if err != nil {
 		return Info{}, fmt.Errorf("downloading: %w", err)
 	}
+	return DownloadStatted(ctx, s, info, path, maxBytes, tee)
+}
+
+// DownloadStatted is DownloadFileTee for an object the caller has just looked up (info from Stat): the
+// job looks its object up once. The size it announced is still enforced against what arrives.
+func DownloadStatted(ctx context.Context, s Store, info Info, path string, maxBytes int64, tee func(Info) io.Writer) (Info, error) {
+	bucket, key := info.Bucket, info.Key
 	if maxBytes > 0 && info.Size > maxBytes {
 		return info, fmt.Errorf("downloading %s/%s: %w", bucket, key, &TooLargeError{Size: info.Size, Limit: maxBytes})
 	}

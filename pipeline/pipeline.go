@@ -322,6 +322,7 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	if err != nil || j.out.Kind != Success {
 		return err
 	}
+	j.info = info
 	free, err := FreeBytes(p.cfg.TmpDir)
 	if err != nil {
 		return transient("checking scratch space", err)
@@ -353,6 +354,7 @@ func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
 	default:
 		return info, transient("downloading", err)
 	}
+	info.Bucket, info.Key = j.req.S3Bucket, j.req.S3Key // what the download reads, whatever the store filled in
 	if info.Size > p.cfg.MaxInputBytes {
 		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
 	}

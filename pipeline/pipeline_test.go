@@ -30,6 +30,7 @@ type memStore struct {
 	failDel error
 	stall   bool // Get blocks until its context ends, like minio-go on a store that stopped answering
 	calls   []string
+	stats   int
 }
 
 func (m *memStore) k(b, k string) string { return b + "/" + k }
@@ -37,6 +38,7 @@ func (m *memStore) k(b, k string) string { return b + "/" + k }
 func (m *memStore) Stat(ctx context.Context, bucket, key string) (objstore.Info, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.stats++
 	d, ok := m.objs[m.k(bucket, key)]
 	if !ok {
 		return objstore.Info{}, fmt.Errorf("stat %s: %w", key, objstore.ErrNotFound)
@@ -257,6 +259,9 @@ func TestSuccessResponseHasEveryVariantAtItsKey(t *testing.T) {
 	out := f.run(t)
 	if out.Kind != Success || len(out.Response.Processed) != 3 {
 		t.Fatalf("%+v", out)
+	}
+	if f.store.stats != 1 {
+		t.Errorf("the object was looked up %d times in one job, want once", f.store.stats)
 	}
 	for _, v := range out.Response.Processed {
 		key := "u/images/" + f.req.MediaID + "/p_" + v.Quality + ".webp"
