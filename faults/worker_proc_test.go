@@ -69,7 +69,7 @@ func startWorker(t *testing.T, name string, o workerOpts) *workerProc {
 			_ = os.WriteFile(filepath.Join(d, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
 		}
 		if t.Failed() || os.Getenv("FAULTS_LOGS") != "" {
-			t.Logf("worker %s log (%s):\n%s", name, w.logPath, tailLines(b, lines))
+			t.Logf("worker %s log (%s):\n%s", name, w.logPath, testenv.TailLines(b, lines))
 		}
 	})
 	w.start()
@@ -124,7 +124,7 @@ func (w *workerProc) launch() bool {
 	if w.cmd != nil {
 		return false
 	}
-	w.httpAddr = freeAddr(w.t)
+	w.httpAddr = testenv.FreeAddr(w.t)
 	logf, err := os.OpenFile(w.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		w.t.Fatal(err)
@@ -163,7 +163,7 @@ func (w *workerProc) waitLive() {
 		select {
 		case <-done:
 			b, _ := os.ReadFile(w.logPath)
-			w.t.Fatalf("worker %s exited during start-up (status %d):\n%s", w.name, w.exitStatus(), tailLines(b, 30))
+			w.t.Fatalf("worker %s exited during start-up (status %d):\n%s", w.name, w.exitStatus(), testenv.TailLines(b, 30))
 		default:
 		}
 		resp, err := client.Get("http://" + addr + "/health/live")
