@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,8 @@ func TestOversizedInputIsRefusedBeforeDownload(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := p.Process(context.Background(), f.req, "")
-	if out.Kind != Failed || ClassOf(out.Err) != Permanent {
+	var pe *Error
+	if out.Kind != Failed || !errors.As(out.Err, &pe) || pe.Class != Permanent {
 		t.Fatalf("got %s (%v), want a permanent failure", out.Kind, out.Err)
 	}
 	if want := "downloading: input is too large: object is 2.5 MB, limit is 1.0 MB"; out.Response.Error != want {

@@ -130,12 +130,3 @@ func permanent(stage string, err error) *Error {
 func transient(stage string, err error) *Error {
 	return &Error{Class: Transient, Stage: stage, Err: err}
 }
-
-// ClassOf returns the class of err: Permanent only when some *Error in its chain says so.
-func ClassOf(err error) Class {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Class
-	}
-	return Transient
-}

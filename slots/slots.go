@@ -36,16 +36,6 @@ func (p *Pool) Acquire(ctx context.Context) (release func(), err error) {
 	return p.taken(), nil
 }
 
-// TryAcquire takes a slot only if one is free now.
-func (p *Pool) TryAcquire() (release func(), ok bool) {
-	select {
-	case p.ch <- struct{}{}:
-	default:
-		return nil, false
-	}
-	return p.taken(), true
-}
-
 // taken counts a slot just put into the channel and returns its one-shot release.
 func (p *Pool) taken() func() {
 	p.active.Add(1)
@@ -66,6 +56,3 @@ func (p *Pool) Size() int { return cap(p.ch) }
 
 // Active is the number of slots held now.
 func (p *Pool) Active() int { return int(p.active.Load()) }
-
-// Free is the number of slots free now.
-func (p *Pool) Free() int { return cap(p.ch) - len(p.ch) }
