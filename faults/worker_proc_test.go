@@ -292,7 +292,7 @@ func (w *workerProc) settled() map[string]string {
 		w.t.Fatal(err)
 	}
 	outcomes := map[string]string{"job succeeded": "success", "job failed permanently": "failed",
-		"virus detected": "infected", "gave up; request moved to the dead-letter stream": "dead_lettered"}
+		"virus detected": "infected", "job gave up; request moved to the dead-letter stream": "dead_lettered"}
 	out := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		var e struct{ Message, MediaID, Lane string }

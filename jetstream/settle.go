@@ -159,7 +159,7 @@ func (w *Worker) report(out pipeline.Outcome, d *delivery, log zerolog.Logger) {
 		log.Info().Str("error", out.Response.Error).Msg("job failed permanently")
 		w.observe("failed", out.MediaKind, d)
 	case pipeline.GaveUp:
-		log.Error().Err(out.Err).Str("reason", out.Reason).Msg("gave up; request moved to the dead-letter stream")
+		log.Error().Err(out.Err).Str("reason", out.Reason).Msg("job gave up; request moved to the dead-letter stream")
 		w.observe("dead_lettered", out.MediaKind, d)
 	}
 }
