@@ -63,7 +63,7 @@ type Admission interface {
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
 		Lanes:          map[pipeline.MediaKind]int{pipeline.Image: 2, pipeline.Video: 1},
-		TriageSlots:    2,
+		TriageSlots:    4, // I/O only (a few round trips each): enough to keep the lanes fed
 		BackoffBase:    5 * time.Second,
 		BackoffMax:     3 * time.Minute,
 		DrainTimeout:   30 * time.Second,
@@ -328,6 +328,9 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 // window): triage's when it was routed, a lane's when it ended for good. The memory is a guard, not a
 // dependency: if it cannot be read, the job runs.
 func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Logger) bool {
+	if d.lane == "" && d.deliveries == 1 {
+		return false // a request's first delivery: nothing can have settled it (a lane's copy can be a late duplicate)
+	}
 	state, err := w.done.recall(ctx, d.reqSeq)
 	if err != nil {
 		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
