@@ -175,3 +175,32 @@ func TestDisjointLanesShareAMixedLoad(t *testing.T) {
 	}
 	t.Logf("images instance settled %d jobs, videos instance %d", len(byInstance["image"]), len(byInstance["video"]))
 }
+
+// Issue 10: time waiting in the queue never counts against a job. With one video slot and
+// --job-timeout 6s, twelve clips queued at once take far longer than 6 s to get through, yet every one
+// succeeds: a clip's budget starts with its own transform, not with its publish or its pull.
+func TestQueuedVideosBehindASmallJobTimeoutAllSucceed(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd,
+		args: []string{"--max-video-jobs", "1", "--job-timeout", "6s"}})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+
+	clip := videoFile(t)
+	var videos []string
+	for i := range 12 {
+		c.upload(clip, fmt.Sprintf("v%d/clip.mov", i))
+	}
+	began := time.Now()
+	for i := range 12 {
+		videos = append(videos, c.request(fmt.Sprintf("v%d/clip.mov", i)))
+	}
+	l.await(videos, 5*time.Minute)
+	took := time.Since(began)
+	expectSuccess(t, l, videos)
+	if took < 6*time.Second {
+		t.Fatalf("twelve clips through one slot took only %s: the last did not wait longer than --job-timeout, so this proves nothing (use more clips)", took)
+	}
+	t.Logf("twelve clips through one video slot with --job-timeout 6s all succeeded in %s", took.Round(100*time.Millisecond))
+}
