@@ -89,9 +89,10 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 			}
 			continue
 		}
-		last := false
+		last, attempt := false, uint64(1)
 		if meta, err := msg.Metadata(); err == nil {
-			last = meta.NumDelivered >= advisoryAttempts
+			attempt = meta.NumDelivered
+			last = attempt >= advisoryAttempts
 		}
 		if err := w.handleAdvisory(ctx, msg, last); err != nil {
 			if last {
@@ -99,8 +100,10 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 				_ = msg.Term()
 				continue
 			}
-			w.log.Warn().Err(err).Msg("handling a max-deliveries advisory failed; will retry")
-			_ = msg.NakWithDelay(w.wcfg.BackoffBase)
+			// The jobs' own backoff: ten attempts span the same ≥ 10 minutes an outage may last.
+			delay := w.backoff(attempt)
+			w.log.Warn().Err(err).Dur("retry_in", delay).Msg("handling a max-deliveries advisory failed; will retry")
+			_ = msg.NakWithDelay(delay)
 			continue
 		}
 		_ = msg.Ack()
