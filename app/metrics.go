@@ -26,7 +26,7 @@ func newMetrics() *metrics {
 		reg: reg,
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mediaworker_jobs_total",
-			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back, routed).",
+			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back, routed, duplicate).",
 		}, []string{"kind", "outcome"}),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mediaworker_stage_duration_seconds",
