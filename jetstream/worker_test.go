@@ -156,11 +156,8 @@ func (r *rig) publish(id string) {
 // publishKey publishes a request for key; the scripted triage routes a .mp4 key to the video lane.
 func (r *rig) publishKey(id, key string) {
 	r.t.Helper()
-	req := contracts.Request{S3Key: key, S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id}
-	data, _ := json.Marshal(req)
-	if _, err := r.js.PublishMsg(context.Background(), &nats.Msg{Subject: r.cfg.Subjects().Request, Data: data}, jetstream.WithMsgID(id)); err != nil {
-		r.t.Fatal(err)
-	}
+	testenv.PublishRequest(r.t, r.js, r.cfg.Subjects().Request,
+		contracts.Request{S3Key: key, S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
 }
 
 func (r *rig) awaitResponses(id string, n int) []contracts.Response {
