@@ -104,7 +104,11 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 
 	// Remembered before the ack: a redelivery after a lost ack finds it (settled.go).
 	if state := settledState(d, out); state != "" {
-		if err := w.done.remember(ctx, d.reqSeq, state); err != nil {
+		// Like the publishes: a job that finished as the drain timed out is still recorded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
+		err := w.done.remember(rctx, d.reqSeq, state)
+		cancel()
+		if err != nil {
 			log.Warn().Err(err).Msg("recording the settlement failed; handing the message back")
 			w.nak(d, w.backoff(d.deliveries))
 			return fmt.Errorf("%w: %w", errHandedBack, err)
