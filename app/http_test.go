@@ -59,8 +59,7 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 	if r := w.await(id, time.Minute); !r.Success {
 		t.Fatalf("%+v", r)
 	}
-	_, metrics := get(t, base+"/metrics")
-	for _, want := range []string{
+	wants := []string{
 		`mediaworker_jobs_total{kind="image",outcome="success"} 1`,
 		`mediaworker_jobs_total{kind="image",outcome="routed"} 1`,
 		`mediaworker_stage_duration_seconds_count{kind="image",stage="triaging"} 1`,
@@ -75,11 +74,17 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 		`mediaworker_jobs_in_flight{lane="video"} 0`,
 		`mediaworker_lane_slots{lane="image"} 2`,
 		`mediaworker_redeliveries_total 0`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
 	}
+	// The job is counted when it is settled, a moment after its response is out.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, metrics := get(t, base+"/metrics")
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
 
 	// Readiness names the failing dependency.
 	clamd.Stop()
