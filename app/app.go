@@ -18,7 +18,6 @@ import (
 	"github.com/mediaworker/mediaworker/objstore/s3"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
-	"github.com/mediaworker/mediaworker/slots"
 	"github.com/mediaworker/mediaworker/transcoder"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -39,7 +38,6 @@ type App struct {
 	console  *consoleState
 	scan     *scanHandler
 	worker   *natsjs.Worker
-	gates    map[pipeline.MediaKind]*slots.Gate
 	metrics  *metrics
 	http     *http.Server
 	httpLn   net.Listener
@@ -64,14 +62,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		}
 	}()
 
-	// Up to four pools' worth of jobs per kind may wait without holding intake, so a run of queued
-	// videos does not starve the images behind them. (A longer run still can: the request stream is
-	// one FIFO. Parked jobs stay ack-pending, so --max-ack-pending must leave room for them.)
-	a.gates = map[pipeline.MediaKind]*slots.Gate{
-		pipeline.Image: slots.NewGate("image", cfg.MaxImageJobs, parkedPerSlot*cfg.MaxImageJobs),
-		pipeline.Video: slots.NewGate("video", cfg.MaxVideoJobs, parkedPerSlot*cfg.MaxVideoJobs),
-	}
-	a.metrics = newMetrics(a.gates)
+	a.metrics = newMetrics()
 	if err := a.prepareTmpDir(); err != nil {
 		return nil, err
 	}
@@ -122,17 +113,16 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
-		Limiter: kindLimiter(a.gates), Observer: a.metrics, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
+		Observer: a.metrics, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
 		SignURL: a.signURL(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	wcfg := cfg.Worker
-	wcfg.Slots = cfg.MaxImageJobs + cfg.MaxVideoJobs
-	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, a.consoleParts().track(pipe), a.metrics, log); err != nil {
+	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, cfg.workerConfig(), a.consoleParts().track(pipe), a.metrics, log); err != nil {
 		return nil, err
 	}
+	a.metrics.watchLanes(a.worker.Slots())
 	return a, nil
 }
 
@@ -266,7 +256,7 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	a.log.Info().
-		Int("max_image_jobs", a.cfg.MaxImageJobs).Int("max_video_jobs", a.cfg.MaxVideoJobs).
+		Str("lanes", a.cfg.Lanes).Int("max_image_jobs", a.cfg.MaxImageJobs).Int("max_video_jobs", a.cfg.MaxVideoJobs).
 		Str("storage", a.cfg.Storage).Str("clamd", a.cfg.Scanner.Addr).Str("http", a.cfg.HTTPAddr).
 		Str("requests", a.cfg.Streams.Subjects().Request).Msg("mediaworker ready")
 
@@ -353,17 +343,3 @@ func orNone(method, serverConfig string) string {
 
 // NATSURL is the client URL of the NATS in use.
 func (a *App) NATSURL() string { return a.nc.ConnectedUrl() }
-
-// parkedPerSlot is how many jobs per slot may wait for a full pool without holding intake.
-const parkedPerSlot = 4
-
-// kindLimiter gives each media kind its own gate, so a full video pool never stalls images.
-type kindLimiter map[pipeline.MediaKind]*slots.Gate
-
-func (l kindLimiter) Acquire(ctx context.Context, kind pipeline.MediaKind) (func(), error) {
-	g, ok := l[kind]
-	if !ok {
-		return func() {}, nil
-	}
-	return g.Acquire(ctx)
-}

@@ -47,8 +47,9 @@ type Config struct {
 	Provision    bool // create or update streams and consumer at start
 	Streams      natsjs.Config
 	Worker       natsjs.WorkerConfig
-	MaxImageJobs int
-	MaxVideoJobs int
+	Lanes        string // the lanes this instance serves: "image,video" (all), "image" or "video"
+	MaxImageJobs int    // slots of the image lane
+	MaxVideoJobs int    // slots of the video lane
 
 	Storage string // nats | s3
 	S3      s3.Config
@@ -82,6 +83,7 @@ func DefaultConfig() Config {
 		Provision:    true,
 		Streams:      natsjs.DefaultConfig(),
 		Worker:       natsjs.DefaultWorkerConfig(),
+		Lanes:        "image,video",
 		MaxImageJobs: cores,
 		MaxVideoJobs: video,
 		Storage:      StorageNATS,
@@ -116,6 +118,9 @@ func (c Config) Validate() error {
 		add("nats", c.NATS.Auth.Validate())
 	}
 	add("streams", c.Streams.Validate())
+	if _, err := natsjs.ParseLanes(c.Lanes); err != nil {
+		errs = append(errs, fmt.Errorf("--lanes: %w", err))
+	}
 	if c.MaxImageJobs < 1 || c.MaxVideoJobs < 1 {
 		errs = append(errs, fmt.Errorf("max image jobs and max video jobs must be at least 1, got %d and %d", c.MaxImageJobs, c.MaxVideoJobs))
 	}
@@ -148,6 +153,20 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max input bytes (%d) is above what the scanner may stream (%d): inputs could not all be scanned", c.Pipeline.MaxInputBytes, c.Scanner.MaxStreamBytes))
 	}
 	return errors.Join(errs...)
+}
+
+// workerConfig is the pull loop's configuration: the served lanes with their slots.
+func (c Config) workerConfig() natsjs.WorkerConfig {
+	w := c.Worker
+	w.Lanes = map[pipeline.MediaKind]int{}
+	lanes, _ := natsjs.ParseLanes(c.Lanes) // checked by Validate
+	for _, l := range lanes {
+		w.Lanes[l] = c.MaxImageJobs
+		if l == pipeline.Video {
+			w.Lanes[l] = c.MaxVideoJobs
+		}
+	}
+	return w
 }
 
 // isLoopback reports whether a listen address only accepts connections from this machine.

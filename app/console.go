@@ -114,14 +114,10 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	snap.Dependencies = append(snap.Dependencies, deps[1:]...)
 	snap.Queues, snap.RecentDead, snap.DeadLetters = queues, dead, deadCount
 
-	kinds := make([]pipeline.MediaKind, 0, len(a.gates))
-	for k := range a.gates {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	for _, k := range kinds {
-		g := a.gates[k]
-		snap.Slots = append(snap.Slots, console.Slots{Kind: string(k), Active: g.Pool().Active(), Max: g.Pool().Size(), Waiting: g.Parked()})
+	if a.worker != nil {
+		for _, l := range a.worker.Slots() {
+			snap.Slots = append(snap.Slots, console.Slots{Kind: l.Name, Active: l.Busy(), Max: l.Size})
+		}
 	}
 	return snap
 }

@@ -62,7 +62,12 @@ type trackedProcessor struct {
 	s    *consoleState
 }
 
-func (t trackedProcessor) Process(ctx context.Context, req contracts.Request) pipeline.Outcome {
+// Triage is quick and holds no job: it is not tracked.
+func (t trackedProcessor) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	return t.next.Triage(ctx, req)
+}
+
+func (t trackedProcessor) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
 	s := t.s
 	start := time.Now()
 	s.mu.Lock()
@@ -71,7 +76,7 @@ func (t trackedProcessor) Process(ctx context.Context, req contracts.Request) pi
 	s.jobs[id] = &console.Job{MediaID: req.MediaID, Started: start, Progress: -1}
 	s.mu.Unlock()
 
-	out := t.next.Process(ctx, req)
+	out := t.next.Process(ctx, req, lane)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -98,7 +98,11 @@ func TestConsoleFeedSurvivesRestarts(t *testing.T) {
 // blockingProcessor holds each job until release is closed.
 type blockingProcessor struct{ release chan struct{} }
 
-func (p blockingProcessor) Process(ctx context.Context, req contracts.Request) pipeline.Outcome {
+func (p blockingProcessor) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	return pipeline.Routed(pipeline.Video, "video/mp4")
+}
+
+func (p blockingProcessor) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
 	<-p.release
 	return pipeline.Outcome{Kind: pipeline.Success, MediaKind: pipeline.Video}
 }
@@ -124,7 +128,7 @@ func TestConsoleTracksJobsInFlight(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		st.track(p).Process(context.Background(), contracts.Request{MediaID: "clip-1"})
+		st.track(p).Process(context.Background(), contracts.Request{MediaID: "clip-1"}, pipeline.Video)
 	}()
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].MediaID != "clip-1" || jobs[0].Progress >= 0 {

@@ -154,9 +154,9 @@ func (w *world) upload(path, key string) string {
 // request publishes an optimize request for key and returns its mediaId.
 func (w *world) request(key string) string {
 	w.t.Helper()
-	id := uuid.NewString()
-	w.publish(contracts.Request{S3Key: key, S3Bucket: w.bucket, MediaID: id, MediaURL: "https://api.example/v1/media/" + id}, id)
-	return id
+	req := testenv.NewRequest(w.bucket, key)
+	testenv.PublishRequest(w.t, w.js, w.subj.Request, req)
+	return req.MediaID
 }
 
 func (w *world) publish(v any, msgID string) {
@@ -170,11 +170,7 @@ func (w *world) publish(v any, msgID string) {
 
 func (w *world) publishRaw(data []byte, msgID string) {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: w.subj.Request, Data: data}, jetstream.WithMsgID(msgID)); err != nil {
-		w.t.Fatalf("publishing request: %v", err)
-	}
+	testenv.PublishRaw(w.t, w.js, w.subj.Request, data, msgID)
 }
 
 // await waits for the one response of mediaId and checks that no second one follows.

@@ -76,8 +76,14 @@ func (a *App) readiness(ctx context.Context) []check {
 		natsErr = errors.New("not connected")
 	}
 	add("nats", natsErr)
-	_, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), a.cfg.Streams.Durable)
-	add("consumer", err)
+	var consErr error // triage's consumer and those of the lanes served here
+	for _, l := range a.worker.Slots() {
+		if _, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), l.Durable); err != nil {
+			consErr = fmt.Errorf("consumer %s: %w", l.Durable, err)
+			break
+		}
+	}
+	add("consumer", consErr)
 	add("object_store", a.store.Ping(ctx))
 	add("clamd", a.scanner.Ping(ctx))
 	add("clamd_signatures", a.sigs.check(ctx))
@@ -112,26 +118,32 @@ func (a *App) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
-	jobs := map[string]map[string]int{}
-	for kind, g := range a.gates {
-		jobs[string(kind)] = map[string]int{"active": g.Pool().Active(), "max": g.Pool().Size(), "waiting": g.Parked()}
-	}
-	body := map[string]any{
-		"status": "ok",
-		"jobs":   jobs,
-		"held":   map[string]int{"active": a.worker.Held(), "max": a.worker.Capacity()},
-	}
+	// One entry per pool of this instance: triage and each lane it serves, with the lane's consumer
+	// (shared by every instance serving it) when NATS answers.
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	body["clamd"] = a.sigs.health(ctx)
-	if c, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), a.cfg.Streams.Durable); err == nil {
-		if info, err := c.Info(ctx); err == nil {
-			body["consumer"] = map[string]any{
-				"pending":     info.NumPending,
-				"ackPending":  info.NumAckPending,
-				"redelivered": info.NumRedelivered,
+	jobs := map[string]map[string]any{}
+	consumers := map[string]any{}
+	for _, l := range a.worker.Slots() {
+		jobs[l.Name] = map[string]any{"active": l.Busy(), "max": l.Size}
+		if c, err := a.js.Consumer(ctx, a.cfg.Streams.RequestsStream(), l.Durable); err == nil {
+			if info, err := c.Info(ctx); err == nil {
+				consumers[l.Name] = map[string]any{
+					"durable":     l.Durable,
+					"pending":     info.NumPending,
+					"ackPending":  info.NumAckPending,
+					"redelivered": info.NumRedelivered,
+				}
 			}
 		}
+	}
+	body := map[string]any{
+		"status":    "ok",
+		"lanes":     a.cfg.Lanes,
+		"jobs":      jobs,
+		"held":      map[string]int{"active": a.worker.Held(), "max": a.worker.Capacity()},
+		"consumers": consumers,
+		"clamd":     a.sigs.health(ctx),
 	}
 	writeJSON(w, http.StatusOK, body)
 }

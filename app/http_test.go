@@ -42,16 +42,20 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 		}
 	}
 	var health struct {
-		Jobs     map[string]struct{ Active, Max int }
-		Consumer map[string]int
-		Clamd    struct {
+		Lanes     string
+		Jobs      map[string]struct{ Active, Max int }
+		Consumers map[string]struct{ Durable string }
+		Clamd     struct {
 			Engine          string
 			DevDatabase     bool
 			MaxSignatureAge string
 		}
 	}
 	_, body = get(t, base+"/health")
-	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Jobs["image"].Max != 2 || health.Jobs["video"].Max != 1 || health.Consumer == nil {
+	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Lanes != "image,video" ||
+		health.Jobs["image"].Max != 2 || health.Jobs["video"].Max != 1 || health.Jobs["triage"].Max < 1 ||
+		health.Consumers["triage"].Durable != "mediaworker" || health.Consumers["image"].Durable != "mediaworker-image" ||
+		health.Consumers["video"].Durable != "mediaworker-video" {
 		t.Fatalf("health: %v %s", err, body)
 	}
 	// The test clamd has only the dev database: /health says so instead of inventing a date.
@@ -64,25 +68,33 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 	if r := w.await(id, time.Minute); !r.Success {
 		t.Fatalf("%+v", r)
 	}
-	_, metrics := get(t, base+"/metrics")
-	for _, want := range []string{
+	wants := []string{
 		`mediaworker_jobs_total{kind="image",outcome="success"} 1`,
+		`mediaworker_jobs_total{kind="image",outcome="routed"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="image",stage="triaging"} 1`,
 		`mediaworker_stage_duration_seconds_count{kind="image",stage="transforming"} 1`,
 		`mediaworker_stage_duration_seconds_count{kind="image",stage="uploading"} 1`,
 		`mediaworker_stage_duration_seconds_count{kind="unknown",stage="downloading"} 1`,
 		`mediaworker_stage_duration_seconds_count{kind="unknown",stage="scanning"} 1`,
-		`mediaworker_stage_duration_seconds_count{kind="any",stage="publishing"} 1`,
+		`mediaworker_stage_duration_seconds_count{kind="any",stage="publishing"} 2`, // to the lane, the response
 		`mediaworker_scan_verdicts_total{verdict="clean"} 1`,
 		`mediaworker_bytes_total{direction="in"}`,
 		`mediaworker_bytes_total{direction="out"}`,
-		`mediaworker_jobs_in_flight{kind="video"} 0`,
+		`mediaworker_jobs_in_flight{lane="video"} 0`,
+		`mediaworker_lane_slots{lane="image"} 2`,
 		`mediaworker_redeliveries_total 0`,
 		`mediaworker_clamd_signature_age_seconds NaN`, // dev database: no date to judge
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
 	}
+	// The job is counted when it is settled, a moment after its response is out.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, metrics := get(t, base+"/metrics")
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
 
 	// Readiness names the failing dependency.
 	clamd.Stop()

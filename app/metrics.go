@@ -3,8 +3,8 @@ package app
 import (
 	"time"
 
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
-	"github.com/mediaworker/mediaworker/slots"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -20,13 +20,13 @@ type metrics struct {
 	bytes          *prometheus.CounterVec
 }
 
-func newMetrics(gates map[pipeline.MediaKind]*slots.Gate) *metrics {
+func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mediaworker_jobs_total",
-			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back).",
+			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back, routed, duplicate).",
 		}, []string{"kind", "outcome"}),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mediaworker_stage_duration_seconds",
@@ -52,18 +52,6 @@ func newMetrics(gates map[pipeline.MediaKind]*slots.Gate) *metrics {
 	}, []string{"direction"})
 	reg.MustRegister(m.jobs, m.stages, m.redeliveries, m.publishFailure, m.verdicts, m.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for kind, g := range gates {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "mediaworker_jobs_in_flight",
-			Help:        "Jobs holding a transform slot, by media kind.",
-			ConstLabels: prometheus.Labels{"kind": string(kind)},
-		}, func() float64 { return float64(g.Pool().Active()) }))
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "mediaworker_jobs_waiting",
-			Help:        "Jobs parked waiting for a transform slot, by media kind.",
-			ConstLabels: prometheus.Labels{"kind": string(kind)},
-		}, func() float64 { return float64(g.Parked()) }))
-	}
 	return m
 }
 
@@ -74,6 +62,23 @@ func (m *metrics) watchSignatures(age func() float64) {
 		Name: "mediaworker_clamd_signature_age_seconds",
 		Help: "Age of clamd's official signature database; NaN when clamd does not answer or has only a dev database.",
 	}, age))
+}
+
+// watchLanes shows the worker's slot pools, triage and each lane it serves: a pull is a slot, so a
+// lane whose slots are all busy is a lane that pulls nothing.
+func (m *metrics) watchLanes(lanes []natsjs.LaneSlots) {
+	for _, l := range lanes {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mediaworker_jobs_in_flight",
+			Help:        "Messages this instance is handling, by lane (triage, image, video).",
+			ConstLabels: prometheus.Labels{"lane": l.Name},
+		}, func() float64 { return float64(l.Busy()) }))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "mediaworker_lane_slots",
+			Help:        "Slots of this instance, by lane it serves (triage, image, video).",
+			ConstLabels: prometheus.Labels{"lane": l.Name},
+		}, func() float64 { return float64(l.Size) }))
+	}
 }
 
 func kindLabel(k pipeline.MediaKind) string {

@@ -106,7 +106,7 @@ func deniedPublish(t *testing.T, url, user, subject string) {
 // are the only objects it serves.
 func TestAccountLayoutAndServedObjects(t *testing.T) {
 	clamd := testenv.StartClamd(t)
-	natsPort, httpPort := freePort(t), freePort(t)
+	natsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(natsPort)
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	p := startWorkerBinary(t, roleEnv(),

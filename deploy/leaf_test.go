@@ -32,7 +32,7 @@ func TestLeafNodeSourcesResponsesToHub(t *testing.T) {
 
 	// Ports chosen up front: the site's remote names the hub's leaf port, and a config reload of the site
 	// must not change its client port.
-	leafPort, sitePort := freePort(t), freePort(t)
+	leafPort, sitePort := testenv.FreePort(t), testenv.FreePort(t)
 	siteStore := t.TempDir()
 	hub := startServer(t, hubOptions(t, leafPort, t.TempDir()))
 	site := startServer(t, siteOptions(t, leafPort, siteStore, sitePort))
@@ -287,15 +287,4 @@ func waitForMessages(ctx context.Context, t *testing.T, js jetstream.JetStream, 
 		out = append(out, m)
 	}
 	return out
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -33,7 +33,7 @@ func TestREADMENatsCLISteps(t *testing.T) {
 	block := readmeBlock(t, "## Driving it with the `nats` CLI")
 	photo := testenv.MakeJPEG(t, dir, 1600, 1200)
 
-	natsPort, httpPort := freePort(t), freePort(t)
+	natsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, worker, "run",

@@ -75,5 +75,5 @@ func TestClusterNodeLossWorkerContinues(t *testing.T) {
 	l.awaitEmptyQueue(30 * time.Second)
 	dupes := l.republished(ids)
 	t.Logf("%d requests answered once each in the stream after losing a node; %d deliveries; %d republished on the wire",
-		len(ids), l.consumer().Delivered.Consumer, dupes)
+		len(ids), l.deliveries(), dupes)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
 )
 
 // videoFile makes a small video that must be transcoded (Motion JPEG: an H.264 MP4/MOV would only be
@@ -74,7 +75,7 @@ func TestKilledMidTranscodeIsCompletedByAnother(t *testing.T) {
 		t.Fatalf("worker b never encoded; encodes: %v", ff.encodes())
 	}
 	l.awaitEmptyQueue(10 * time.Second)
-	if info := l.consumer(); info.Delivered.Consumer != 2 || info.NumAckPending != 0 {
+	if info := l.lane(pipeline.Video); info.Delivered.Consumer != 2 || info.NumAckPending != 0 {
 		t.Errorf("consumer delivered %d (want 2: the crashed delivery and the one that finished), ack pending %d",
 			info.Delivered.Consumer, info.NumAckPending)
 	}
@@ -135,7 +136,7 @@ func TestLongTranscodeIsDeliveredOnce(t *testing.T) {
 		t.Fatalf("the job took %s; the wrapper should have made it take at least 15 s", took)
 	}
 	l.awaitEmptyQueue(10 * time.Second)
-	info := l.consumer()
+	info := l.lane(pipeline.Video)
 	if info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
 		t.Fatalf("a %s job with AckWait 2 s: consumer delivered %d, redelivered %d; want 1 and 0",
 			took.Round(time.Second), info.Delivered.Consumer, info.NumRedelivered)
@@ -151,7 +152,8 @@ func TestLongTranscodeIsDeliveredOnce(t *testing.T) {
 
 // The safety net: a worker that dies holding the last allowed delivery leaves the request in the work
 // queue, where JetStream will never deliver it again. The MAX_DELIVERIES advisory must move it to the
-// DLQ and the API must get a failure response.
+// DLQ and the API must get a failure response. The request was published with Nats-Expected-Stream
+// (the client always does): one failure response, one stored DLQ copy.
 func TestDeathOnLastDeliveryIsDeadLettered(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
@@ -176,6 +178,9 @@ func TestDeathOnLastDeliveryIsDeadLettered(t *testing.T) {
 	dl := l.deadLetters()
 	if len(dl) != 1 || !strings.Contains(string(dl[0].data), id) {
 		t.Fatalf("dlq: %d entries; want the original request", len(dl))
+	}
+	if n := l.wireCount(id); n != 1 {
+		t.Errorf("%d responses on the wire, want 1", n)
 	}
 	if got := dl[0].header.Get(natsjs.HeaderStreamSeq); got != "1" {
 		t.Errorf("dead letter %s = %q, want 1", natsjs.HeaderStreamSeq, got)
@@ -218,8 +223,8 @@ func TestDrainHandsBackAndExitsZero(t *testing.T) {
 		t.Fatalf("after the hand-back: %+v", r)
 	}
 	t.Logf("handed-back job finished %s after the second worker started (AckWait 60 s)", time.Since(began).Round(100*time.Millisecond))
-	if info := l.consumer(); info.Delivered.Consumer != 2 {
-		t.Errorf("consumer delivered %d, want 2", info.Delivered.Consumer)
+	if info := l.lane(pipeline.Video); info.Delivered.Consumer != 2 {
+		t.Errorf("video lane delivered %d, want 2", info.Delivered.Consumer)
 	}
 }
 

@@ -2,22 +2,16 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/mediaworker/mediaworker/app"
-	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/objstore"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -78,20 +72,16 @@ func (c *client) submit(path, key string) string {
 
 func (c *client) request(key string) string {
 	c.t.Helper()
-	id := uuid.NewString()
-	data, _ := json.Marshal(contracts.Request{S3Key: key, S3Bucket: bucket, MediaID: id, MediaURL: "https://api.example/v1/media/" + id})
-	c.publish(data, id)
-	return id
+	req := testenv.NewRequest(bucket, key)
+	testenv.PublishRequest(c.t, c.js, streams.Subjects().Request, req, jetstream.WithExpectStream(streams.RequestsStream()))
+	return req.MediaID
 }
 
-// publish publishes a raw request payload with a Nats-Msg-Id, as the API does.
+// publish publishes a raw request payload with a Nats-Msg-Id and Nats-Expected-Stream, as a careful API
+// does (issue 10: such a request must still reach the DLQ when its last delivery dies).
 func (c *client) publish(data []byte, msgID string) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: streams.Subjects().Request, Data: data}, jetstream.WithMsgID(msgID)); err != nil {
-		c.t.Fatalf("publishing request: %v", err)
-	}
+	testenv.PublishRaw(c.t, c.js, streams.Subjects().Request, data, msgID, jetstream.WithExpectStream(streams.RequestsStream()))
 }
 
 func (c *client) exists(key string) bool {
@@ -107,25 +97,6 @@ func (c *client) exists(key string) bool {
 
 // ---------------------------------------------------------------------------------------------------
 // Small things.
-
-// freeAddr returns a loopback host:port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func tailLines(b []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{"..."}, lines[len(lines)-n:]...)
-	}
-	return strings.Join(lines, "\n")
-}
 
 // writeFile writes b to dir/name and returns the path.
 func writeFile(t *testing.T, dir, name string, b []byte) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -219,12 +220,43 @@ func (l *ledger) deadLetters() []deadLetter {
 	return append([]deadLetter(nil), l.dlq...)
 }
 
-// consumer returns the shared durable's info.
+// consumer returns triage's shared durable's info (every request is delivered there first).
 func (l *ledger) consumer() *jetstream.ConsumerInfo {
+	l.t.Helper()
+	return l.consumerInfo(streams.Durable)
+}
+
+// lane returns a lane's shared durable's info.
+func (l *ledger) lane(k pipeline.MediaKind) *jetstream.ConsumerInfo {
+	l.t.Helper()
+	return l.consumerInfo(streams.LaneDurable(k))
+}
+
+// consumers are triage's and every lane's.
+func (l *ledger) consumers() []*jetstream.ConsumerInfo {
+	l.t.Helper()
+	out := []*jetstream.ConsumerInfo{l.consumer()}
+	for _, k := range natsjs.Lanes {
+		out = append(out, l.lane(k))
+	}
+	return out
+}
+
+// deliveries counts the deliveries of triage and the lanes together.
+func (l *ledger) deliveries() uint64 {
+	l.t.Helper()
+	var n uint64
+	for _, info := range l.consumers() {
+		n += info.Delivered.Consumer
+	}
+	return n
+}
+
+func (l *ledger) consumerInfo(durable string) *jetstream.ConsumerInfo {
 	l.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := l.js.Consumer(ctx, streams.RequestsStream(), streams.Durable)
+	c, err := l.js.Consumer(ctx, streams.RequestsStream(), durable)
 	if err != nil {
 		l.t.Fatalf("looking up the consumer: %v", err)
 	}
@@ -312,18 +344,24 @@ func (l *ledger) state() string {
 			}
 		}
 	}
-	c, err := l.js.Consumer(ctx, streams.RequestsStream(), streams.Durable)
-	if err != nil {
-		fmt.Fprintf(&b, "  consumer: %v\n", err)
-		return b.String()
+	durables := []string{streams.Durable}
+	for _, k := range natsjs.Lanes {
+		durables = append(durables, streams.LaneDurable(k))
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		fmt.Fprintf(&b, "  consumer: %v\n", err)
-		return b.String()
+	for _, durable := range durables {
+		c, err := l.js.Consumer(ctx, streams.RequestsStream(), durable)
+		if err != nil {
+			fmt.Fprintf(&b, "  consumer %s: %v\n", durable, err)
+			continue
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "  consumer %s: %v\n", durable, err)
+			continue
+		}
+		fmt.Fprintf(&b, "  consumer %s: delivered %d (stream %d), ack floor %d (stream %d), pending %d, ack pending %d, redelivered %d, waiting pulls %d\n",
+			durable, info.Delivered.Consumer, info.Delivered.Stream, info.AckFloor.Consumer, info.AckFloor.Stream,
+			info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting)
 	}
-	fmt.Fprintf(&b, "  consumer: delivered %d (stream %d), ack floor %d (stream %d), pending %d, ack pending %d, redelivered %d, waiting pulls %d\n",
-		info.Delivered.Consumer, info.Delivered.Stream, info.AckFloor.Consumer, info.AckFloor.Stream,
-		info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting)
 	return b.String()
 }

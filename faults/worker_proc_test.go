@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -68,7 +69,7 @@ func startWorker(t *testing.T, name string, o workerOpts) *workerProc {
 			_ = os.WriteFile(filepath.Join(d, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
 		}
 		if t.Failed() || os.Getenv("FAULTS_LOGS") != "" {
-			t.Logf("worker %s log (%s):\n%s", name, w.logPath, tailLines(b, lines))
+			t.Logf("worker %s log (%s):\n%s", name, w.logPath, testenv.TailLines(b, lines))
 		}
 	})
 	w.start()
@@ -123,7 +124,7 @@ func (w *workerProc) launch() bool {
 	if w.cmd != nil {
 		return false
 	}
-	w.httpAddr = freeAddr(w.t)
+	w.httpAddr = testenv.FreeAddr(w.t)
 	logf, err := os.OpenFile(w.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		w.t.Fatal(err)
@@ -162,7 +163,7 @@ func (w *workerProc) waitLive() {
 		select {
 		case <-done:
 			b, _ := os.ReadFile(w.logPath)
-			w.t.Fatalf("worker %s exited during start-up (status %d):\n%s", w.name, w.exitStatus(), tailLines(b, 30))
+			w.t.Fatalf("worker %s exited during start-up (status %d):\n%s", w.name, w.exitStatus(), testenv.TailLines(b, 30))
 		default:
 		}
 		resp, err := client.Get("http://" + addr + "/health/live")
@@ -281,3 +282,26 @@ func (w *workerProc) health() string {
 }
 
 // state describes the streams and the consumer, for failure messages.
+
+// settled reads the worker's log: the outcome of every job it settled in a lane, by mediaId (triage's
+// routing is not an outcome).
+func (w *workerProc) settled() map[string]string {
+	w.t.Helper()
+	b, err := os.ReadFile(w.logPath)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	outcomes := map[string]string{"job succeeded": "success", "job failed permanently": "failed",
+		"virus detected": "infected", "job gave up; request moved to the dead-letter stream": "dead_lettered"}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct{ Message, MediaID, Lane string }
+		if json.Unmarshal([]byte(line), &e) != nil || e.Lane == "triage" {
+			continue
+		}
+		if o, ok := outcomes[e.Message]; ok && e.MediaID != "" {
+			out[e.MediaID] = o
+		}
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -21,9 +22,18 @@ import (
 // AdvisoryStream is the stream capturing max-deliveries advisories of the shared consumer.
 func (c Config) AdvisoryStream() string { return c.streamPrefix() + "_MEDIA_ADVISORIES" }
 
-// AdvisorySubject is the advisory the server sends when a request reached MaxDeliver.
-func (c Config) AdvisorySubject() string {
-	return fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", c.RequestsStream(), c.Durable)
+// AdvisorySubjects are the advisories the server sends when a message of the requests stream reached
+// MaxDeliver on one of our consumers (triage or a lane); an operator's own consumers are not ours.
+func (c Config) AdvisorySubjects() []string {
+	subjects := []string{c.advisorySubject(c.Durable)}
+	for _, l := range Lanes {
+		subjects = append(subjects, c.advisorySubject(c.LaneDurable(l)))
+	}
+	return subjects
+}
+
+func (c Config) advisorySubject(durable string) string {
+	return fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", c.RequestsStream(), durable)
 }
 
 func (c Config) advisoryDurable() string { return c.Durable + "-advisories" }
@@ -32,7 +42,7 @@ func (c Config) advisoryStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        c.AdvisoryStream(),
 		Description: "max-deliveries advisories of the mediaworker consumer (requests whose worker died on the last delivery)",
-		Subjects:    []string{c.AdvisorySubject()},
+		Subjects:    c.AdvisorySubjects(),
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
@@ -48,7 +58,7 @@ func (c Config) AdvisoryConsumerConfig() jetstream.ConsumerConfig {
 		Description:   "mediaworker instances move requests that exhausted their deliveries to the DLQ",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
-		MaxDeliver:    -1,
+		MaxDeliver:    advisoryAttempts + 1, // the handler gives up at advisoryAttempts itself
 		MaxAckPending: 16,
 		Replicas:      c.Replicas,
 	}
@@ -79,24 +89,39 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 			}
 			continue
 		}
-		if err := w.handleAdvisory(ctx, msg); err != nil {
-			w.log.Warn().Err(err).Msg("handling a max-deliveries advisory failed; will retry")
-			_ = msg.NakWithDelay(w.wcfg.BackoffBase)
+		last, attempt := false, uint64(1)
+		if meta, err := msg.Metadata(); err == nil {
+			attempt = meta.NumDelivered
+			last = attempt >= advisoryAttempts
+		}
+		if err := w.handleAdvisory(ctx, msg, last); err != nil {
+			if last {
+				w.log.Error().Err(err).Str("advisory", string(msg.Data())).Msg("handling a max-deliveries advisory failed on its last attempt; dropping it")
+				_ = msg.Term()
+				continue
+			}
+			// The jobs' own backoff: ten attempts span the same ≥ 10 minutes an outage may last.
+			delay := w.backoff(attempt)
+			w.log.Warn().Err(err).Dur("retry_in", delay).Msg("handling a max-deliveries advisory failed; will retry")
+			_ = msg.NakWithDelay(delay)
 			continue
 		}
 		_ = msg.Ack()
 	}
 }
 
-func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
+// advisoryAttempts bounds the handling of one advisory: a request that cannot be answered or copied
+// after this many tries is logged and dropped, never retried without end.
+const advisoryAttempts = 10
+
+// handleAdvisory gives up on the message the advisory names, through the same settlement as the retry
+// path: the API is answered, the request copied to the DLQ, the message removed from the work queue.
+// On the last attempt a failing DLQ copy is logged and skipped, so the message does not stay for ever.
+func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last bool) error {
 	var adv maxDeliveriesAdvisory
 	if err := json.Unmarshal(msg.Data(), &adv); err != nil || adv.StreamSeq == 0 {
 		w.log.Warn().Str("advisory", string(msg.Data())).Msg("ignoring an advisory without a stream sequence")
 		return nil
-	}
-	reqs, err := w.js.Stream(ctx, w.cfg.RequestsStream())
-	if err != nil {
-		return fmt.Errorf("opening requests stream: %w", err)
 	}
 	// A plain request has no deadline of its own (the JetStream calls add one): an unanswered one
 	// during a leader election must not stall this loop until shutdown.
@@ -107,31 +132,18 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 		return nil // settled after all (or already moved by another instance)
 	}
 	if err != nil {
-		return fmt.Errorf("fetching request %d: %w", adv.StreamSeq, err)
+		return fmt.Errorf("fetching message %d: %w", adv.StreamSeq, err)
+	}
+	d := &delivery{lane: w.cfg.laneOf(orig.Subject), data: orig.Data, header: orig.Header, seq: adv.StreamSeq,
+		deliveries: adv.Deliveries, lastChance: last}
+	d.reqSeq, d.published = requestOrigin(orig.Header, adv.StreamSeq, orig.Time)
+	req, perr := contracts.ParseRequest(orig.Data)
+	if perr == nil || isCorrelatable(perr) {
+		d.req = req
 	}
 	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
-	o := origin{stream: w.cfg.RequestsStream(), seq: adv.StreamSeq, deliveries: adv.Deliveries, published: orig.Time}
-	if err := w.deadLetterRaw(ctx, orig.Data, orig.Header, o, "max-deliveries", cause); err != nil {
-		return err
-	}
-	log := w.log.With().Uint64("seq", adv.StreamSeq).Logger()
-	if req, perr := contracts.ParseRequest(orig.Data); perr == nil || isCorrelatable(perr) {
-		resp := contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL,
-			Error: fmt.Sprintf("gave up after %d deliveries: %v", adv.Deliveries, cause)}
-		id := fmt.Sprintf("%s/%d/%s", req.MediaID, adv.StreamSeq, "gave-up")
-		if err := w.publish(ctx, w.cfg.Subjects().Response, resp, id); err != nil {
-			return err
-		}
-		log = log.With().Str("mediaId", req.MediaID).Logger()
-	}
-	if err := reqs.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("removing request %d from the work queue: %w", adv.StreamSeq, err)
-	}
-	log.Error().Err(cause).Msg("request exhausted its deliveries; moved to the dead-letter stream")
-	if w.obs != nil {
-		w.obs.Settled("dead_lettered", "", adv.Deliveries)
-	}
-	return nil
+	log := w.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
+	return w.settle(ctx, d, pipeline.GaveUpAfter(d.req, d.lane, adv.Deliveries, cause), log)
 }
 
 func isCorrelatable(err error) bool {

@@ -13,6 +13,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -115,4 +116,84 @@ func TestMaxQueuedRefusesPublishes(t *testing.T) {
 	if _, err := r.js.Publish(context.Background(), r.cfg.Subjects().Request, data); err == nil {
 		t.Fatal("a third request was accepted by a queue capped at 2")
 	}
+}
+
+// publishGuarded publishes a request the way a careful API does: with Nats-Expected-Stream, a trace
+// context and its own Nats-Msg-Id. None of the Nats-* headers may reach the DLQ copy (the DLQ stream
+// would refuse it for ever); the trace context and the original msg id (as Mw-Msg-Id) do.
+func (r *rig) publishGuarded(id string) {
+	r.t.Helper()
+	req := contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id}
+	data, _ := json.Marshal(req)
+	m := nats.NewMsg(r.cfg.Subjects().Request)
+	m.Data = data
+	m.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	m.Header.Set("X-Internal", "not copied")
+	if _, err := r.js.PublishMsg(context.Background(), m, jetstream.WithMsgID(id), jetstream.WithExpectStream(r.cfg.RequestsStream())); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) checkGuardedDeadLetter(id string) {
+	r.t.Helper()
+	r.awaitEmptyWorkQueue()
+	got := r.awaitResponses(id, 1)
+	if got[0].Success || !strings.Contains(got[0].Error, "gave up after") {
+		r.t.Fatalf("response: %+v", got[0])
+	}
+	list, err := natsjs.NewDLQ(r.js, r.cfg).List(context.Background(), 0)
+	if err != nil || len(list) != 1 {
+		r.t.Fatalf("dlq: %v, %d entries, want 1", err, len(list))
+	}
+	h := list[0].Header
+	if list[0].MediaID != id || h.Get(natsjs.HeaderMsgID) != id || h.Get("Traceparent") == "" {
+		r.t.Fatalf("dead letter: %+v", list[0])
+	}
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), "nats-expected") || k == "X-Internal" {
+			r.t.Fatalf("dead letter carries %s: %v", k, h)
+		}
+	}
+	// Exactly one answer: both were published before the request left the work queue.
+	if n := len(r.awaitResponses(id, 1)); n != 1 {
+		r.t.Fatalf("%d responses published, want 1", n)
+	}
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
+		r.t.Fatalf("%d responses stored, want 1", n)
+	}
+}
+
+// Issue 10: a request published with Nats-Expected-Stream whose last delivery fails is answered once
+// and copied once to the DLQ, by the worker itself ...
+func TestGuardedRequestGivesUpIntoDLQ(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.MaxDeliver = 2 },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+			return failure(req, pipeline.Retry, "scanning: clamd down")
+		})
+	r.start()
+	id := uuid.NewString()
+	r.publishGuarded(id)
+	r.checkGuardedDeadLetter(id)
+}
+
+// ... and by the max-deliveries advisory when the worker died on the last delivery.
+func TestGuardedOrphanGivesUpIntoDLQ(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
+		c.MaxDeliver = 1
+		c.AckWait = time.Second
+	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		t.Error("the worker must not process an exhausted request")
+		return success(req)
+	})
+	id := uuid.NewString()
+	r.publishGuarded(id)
+	cons, err := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatal(err) // the "worker" dies without a word
+	}
+	r.start()
+	r.checkGuardedDeadLetter(id)
 }

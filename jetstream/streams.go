@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,7 +32,7 @@ func DefaultConfig() Config {
 		App:             "app",
 		Replicas:        1,
 		AckWait:         30 * time.Second,
-		MaxDeliver:      5,
+		MaxDeliver:      10, // with the worker's backoff: ≥ 10 minutes of retries (DefaultWorkerConfig)
 		MaxAckPending:   64,
 		DuplicateWindow: 2 * time.Minute,
 		ResponseMaxAge:  7 * 24 * time.Hour,
@@ -85,8 +86,8 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	subj := c.Subjects()
 	requests := jetstream.StreamConfig{
 		Name:        c.RequestsStream(),
-		Description: "mediaworker optimize requests (work queue; publish with Nats-Msg-Id: <mediaId>)",
-		Subjects:    []string{subj.Request},
+		Description: "mediaworker optimize requests and their lanes' work (work queue; publish with Nats-Msg-Id: <mediaId>)",
+		Subjects:    []string{subj.Request, c.WorkSubject(pipeline.Image), c.WorkSubject(pipeline.Video)},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
@@ -96,9 +97,11 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 		MaxMsgs:     -1,
 	}
 	if c.MaxQueued > 0 {
-		// Discard new: a full queue refuses the publish, which the API turns into 429/503.
-		requests.MaxMsgs = c.MaxQueued
+		// Discard new: a full queue refuses the publish, which the API turns into 429/503. Per subject,
+		// so queued requests can never refuse triage's copies to the lanes (see lanes.go).
+		requests.MaxMsgsPerSubject = c.MaxQueued
 		requests.Discard = jetstream.DiscardNew
+		requests.DiscardNewPerSubject = true
 	}
 	responses := jetstream.StreamConfig{
 		Name:        c.ResponsesStream(),
@@ -126,12 +129,13 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{requests, responses, dlq, c.advisoryStreamConfig()}
 }
 
-// ConsumerConfig returns the shared durable pull consumer. It has no InactiveThreshold: a consumer
-// removed for inactivity would not come back by itself.
+// ConsumerConfig returns triage's shared durable pull consumer on the request subject (the single
+// consumer of earlier versions, so what they left queued is triaged). It has no InactiveThreshold: a
+// consumer removed for inactivity would not come back by itself.
 func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       c.Durable,
-		Description:   "mediaworker instances share this pull consumer",
+		Description:   "mediaworker instances triage requests to the lanes through this pull consumer",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
 		MaxDeliver:    c.MaxDeliver,
@@ -142,7 +146,8 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// Provision creates or updates the streams and the consumer. It is idempotent.
+// Provision creates or updates the streams and the consumers (triage, one per lane, advisories). It is
+// idempotent, and upgrades the single-consumer layout of earlier versions in place.
 func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	for _, sc := range c.StreamConfigs() {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
@@ -152,8 +157,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	if _, err := js.CreateOrUpdateConsumer(ctx, c.RequestsStream(), c.ConsumerConfig()); err != nil {
 		return fmt.Errorf("creating consumer %s on %s: %w", c.Durable, c.RequestsStream(), err)
 	}
+	for _, l := range Lanes {
+		if _, err := js.CreateOrUpdateConsumer(ctx, c.RequestsStream(), c.LaneConsumerConfig(l)); err != nil {
+			return fmt.Errorf("creating consumer %s on %s: %w", c.LaneDurable(l), c.RequestsStream(), err)
+		}
+	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, c.AdvisoryStream(), c.AdvisoryConsumerConfig()); err != nil {
 		return fmt.Errorf("creating consumer %s on %s: %w", c.advisoryDurable(), c.AdvisoryStream(), err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, c.settledConfig()); err != nil {
+		return fmt.Errorf("creating key-value bucket %s: %w", c.SettledBucket(), err)
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, c.verdictConfig()); err != nil {
 		return fmt.Errorf("creating key-value bucket %s: %w", c.VerdictBucket(), err)

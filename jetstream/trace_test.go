@@ -61,37 +61,49 @@ func TestTraceContextFlowsFromRequestToResponse(t *testing.T) {
 		t.Fatalf("response traceparent %q does not continue trace %s", tp, traceID)
 	}
 
-	// The delivery's span ends after the ack, a moment after the response is out.
+	// One "process event" span per delivery: triage's, parented by the API's context, and the lane's,
+	// parented by triage's publish to the lane. Each ends after its ack, a moment after its publish.
 	var spans tracetest.SpanStubs
+	var events []tracetest.SpanStub
 	testenv.Eventually(t, 5*time.Second, func() error {
-		spans = exp.GetSpans()
+		spans, events = exp.GetSpans(), nil
 		for _, s := range spans {
 			if s.Name == "process event" {
-				return nil
+				events = append(events, s)
 			}
 		}
-		return fmt.Errorf("%d spans, none of them process event", len(spans))
+		if len(events) < 2 {
+			return fmt.Errorf("%d spans, %d of them process event; want triage's and the lane's", len(spans), len(events))
+		}
+		return nil
 	})
-	byName := map[string]tracetest.SpanStub{}
+	bySpan := map[trace.SpanID]tracetest.SpanStub{}
 	traces := map[trace.TraceID]bool{}
 	for _, s := range spans {
-		byName[s.Name] = s
+		bySpan[s.SpanContext.SpanID()] = s
 		traces[s.SpanContext.TraceID()] = true
-	}
-	root, ok := byName["process event"]
-	if !ok {
-		t.Fatalf("no process event span among %d spans", len(spans))
-	}
-	if root.Parent.SpanID().String() != parentID || root.SpanContext.TraceID().String() != traceID {
-		t.Fatalf("process event span: trace %s parent %s; want %s and %s", root.SpanContext.TraceID(), root.Parent.SpanID(), traceID, parentID)
 	}
 	if len(traces) != 1 {
 		t.Fatalf("spans of one request spread over %d traces", len(traces))
 	}
+	triage, lane := events[0], events[1]
+	if triage.Parent.SpanID().String() != parentID {
+		triage, lane = lane, triage
+	}
+	if triage.Parent.SpanID().String() != parentID || triage.SpanContext.TraceID().String() != traceID {
+		t.Fatalf("triage's process event span: trace %s parent %s; want %s and %s", triage.SpanContext.TraceID(), triage.Parent.SpanID(), traceID, parentID)
+	}
+	route, ok := bySpan[lane.Parent.SpanID()]
+	if !ok || route.Name != "publish "+r.cfg.WorkSubject(pipeline.Image) || route.Parent.SpanID() != triage.SpanContext.SpanID() {
+		t.Fatalf("the lane's process event is not a child of triage's publish to the lane: parent %q", route.Name)
+	}
 	for _, name := range []string{"transforming", "publish " + r.cfg.Subjects().Response} {
-		s, ok := byName[name]
-		if !ok || s.Parent.SpanID() != root.SpanContext.SpanID() {
-			t.Errorf("span %q missing or not a child of process event", name)
+		found := false
+		for _, s := range spans {
+			found = found || s.Name == name && s.Parent.SpanID() == lane.SpanContext.SpanID()
+		}
+		if !found {
+			t.Errorf("span %q missing or not a child of the lane's process event", name)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,28 +25,47 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Processor runs one validated request to its outcome. The pipeline implements it.
+// Processor runs requests to their outcomes. The pipeline implements it.
 type Processor interface {
-	Process(ctx context.Context, req contracts.Request) pipeline.Outcome
+	// Triage looks at a request cheaply and routes it to a lane (or ends it: missing, unsupported …).
+	Triage(ctx context.Context, req contracts.Request) pipeline.Outcome
+	// Process runs a request of lane; an upload of the other kind comes back as a Route outcome.
+	Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome
 }
 
 // WorkerConfig holds one instance's pull-loop settings.
 type WorkerConfig struct {
-	Slots           int           // messages held at once by this instance (image + video slots)
+	// Lanes are the lanes this instance serves and its slots in each (jobs of that kind at once).
+	// Every instance also triages, whatever its lanes.
+	Lanes           map[pipeline.MediaKind]int
+	TriageSlots     int           // requests triaged at once (each a stat and a 4 KiB read)
 	InProgressEvery time.Duration // 0: a third of AckWait
 	BackoffBase     time.Duration // first NakWithDelay
 	BackoffMax      time.Duration // cap of the growing delay
 	DrainTimeout    time.Duration // how long in-flight jobs may finish after a stop
 	PublishTimeout  time.Duration
 	PullWait        time.Duration // how long one pull request waits for a message
+
+	// Admission, when set, is asked before every pull: while a dependency the jobs need is down it
+	// blocks, so the worker takes no work it would only hand back, burning a delivery each time.
+	Admission Admission
 }
 
-// DefaultWorkerConfig returns sane defaults for a small machine.
+// Admission blocks while a dependency the jobs need (clamd, the object store, scratch space) is down
+// and returns nil once work may be taken again; an error ends the wait (ctx ended). nil = always admit.
+type Admission interface {
+	Wait(ctx context.Context) error
+}
+
+// DefaultWorkerConfig returns sane defaults for a small machine. The backoff (5 s doubling to 3 min)
+// with the default MaxDeliver of 10 spreads the deliveries over at least 10 minutes even with the
+// jitter's −25 %: an outage of one dependency that long uses up no request.
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
-		Slots:          3,
-		BackoffBase:    2 * time.Second,
-		BackoffMax:     2 * time.Minute,
+		Lanes:          map[pipeline.MediaKind]int{pipeline.Image: 2, pipeline.Video: 1},
+		TriageSlots:    4, // I/O only (a few round trips each): enough to keep the lanes fed
+		BackoffBase:    5 * time.Second,
+		BackoffMax:     3 * time.Minute,
 		DrainTimeout:   30 * time.Second,
 		PublishTimeout: 10 * time.Second,
 		PullWait:       10 * time.Second,
@@ -55,9 +74,20 @@ func DefaultWorkerConfig() WorkerConfig {
 
 // Validate checks the settings.
 func (c WorkerConfig) Validate() error {
+	if len(c.Lanes) == 0 {
+		return errors.New("an instance must serve at least one lane (--lanes image,video)")
+	}
+	for l, n := range c.Lanes {
+		if !slices.Contains(Lanes, l) {
+			return fmt.Errorf("unknown lane %q: lanes are image and video", l)
+		}
+		if n < 1 {
+			return fmt.Errorf("the %s lane needs at least 1 slot, got %d (--max-%s-jobs)", l, n, l)
+		}
+	}
 	switch {
-	case c.Slots < 1:
-		return fmt.Errorf("slots must be at least 1, got %d", c.Slots)
+	case c.TriageSlots < 1:
+		return fmt.Errorf("triage slots must be at least 1, got %d", c.TriageSlots)
 	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
 		return fmt.Errorf("backoff base %s and max %s must be positive with max ≥ base", c.BackoffBase, c.BackoffMax)
 	case c.DrainTimeout < 0:
@@ -68,30 +98,21 @@ func (c WorkerConfig) Validate() error {
 	return nil
 }
 
-// Headers the worker writes on dead letters.
-const (
-	HeaderReason      = "Mw-Reason"       // parse-error | max-deliveries
-	HeaderLastError   = "Mw-Last-Error"   // the last error, as a person reads it
-	HeaderDeliveries  = "Mw-Deliveries"   // deliveries so far
-	HeaderStream      = "Mw-Stream"       // origin stream
-	HeaderStreamSeq   = "Mw-Stream-Seq"   // origin stream sequence
-	HeaderPublishedAt = "Mw-Published-At" // when the request was stored (RFC 3339)
-	HeaderDeadAt      = "Mw-Dead-At"      // when it was dead-lettered (RFC 3339)
-)
-
 // ErrDraining is the cause given to jobs cancelled because the drain timeout passed.
 var ErrDraining = errors.New("worker is shutting down")
 
-// Worker pulls requests from the shared durable consumer and settles each one by its outcome.
+// Worker pulls from triage and from the lanes it serves, and settles each message by its outcome.
 type Worker struct {
-	cfg    Config
-	wcfg   WorkerConfig
-	js     jetstream.JetStream
-	proc   Processor
-	log    zerolog.Logger
-	intake *slots.Pool
-	obs    Observer
-	held   atomic.Int64 // messages being handled (the intake also counts a pull in progress)
+	cfg   Config
+	wcfg  WorkerConfig
+	js    jetstream.JetStream
+	proc  Processor
+	log   zerolog.Logger
+	obs   Observer
+	pools map[pipeline.MediaKind]*slots.Pool   // by lane; "" is triage
+	busy  map[pipeline.MediaKind]*atomic.Int64 // messages being handled, by lane
+	done  *settledMemory
+	held  atomic.Int64 // messages being handled
 }
 
 // Observer is told how each message was settled; it feeds metrics. It may be nil.
@@ -112,12 +133,48 @@ func NewWorker(js jetstream.JetStream, cfg Config, wcfg WorkerConfig, proc Proce
 	if wcfg.InProgressEvery <= 0 {
 		wcfg.InProgressEvery = cfg.AckWait / 3
 	}
-	return &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
-		intake: slots.NewPool("intake", wcfg.Slots)}, nil
+	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
+		pools: map[pipeline.MediaKind]*slots.Pool{"": slots.NewPool("triage", wcfg.TriageSlots)},
+		busy:  map[pipeline.MediaKind]*atomic.Int64{"": new(atomic.Int64)},
+		done:  &settledMemory{js: js, cfg: cfg}}
+	for l, n := range wcfg.Lanes {
+		w.pools[l] = slots.NewPool(string(l), n)
+		w.busy[l] = new(atomic.Int64)
+	}
+	return w, nil
+}
+
+// LaneSlots describe one of this instance's pools: triage or a lane it serves.
+type LaneSlots struct {
+	Name    string // triage, image or video
+	Durable string // the shared consumer it pulls from
+	Size    int    // its slots
+	busy    *atomic.Int64
+}
+
+// Busy is how many messages of the lane this instance is handling now (a pull waiting for a message
+// holds a slot but is not counted).
+func (l LaneSlots) Busy() int { return int(l.busy.Load()) }
+
+// Slots lists triage, then the served lanes in Lanes order (for health and metrics).
+func (w *Worker) Slots() []LaneSlots {
+	out := []LaneSlots{{Name: "triage", Durable: w.cfg.Durable, Size: w.pools[""].Size(), busy: w.busy[""]}}
+	for _, l := range Lanes {
+		if p, ok := w.pools[l]; ok {
+			out = append(out, LaneSlots{Name: string(l), Durable: w.cfg.LaneDurable(l), Size: p.Size(), busy: w.busy[l]})
+		}
+	}
+	return out
 }
 
 // Capacity is how many messages this instance holds at most.
-func (w *Worker) Capacity() int { return w.intake.Size() }
+func (w *Worker) Capacity() int {
+	n := 0
+	for _, p := range w.pools {
+		n += p.Size()
+	}
+	return n
+}
 
 // Held is how many messages this instance is handling now.
 func (w *Worker) Held() int { return int(w.held.Load()) }
@@ -125,47 +182,35 @@ func (w *Worker) Held() int { return int(w.held.Load()) }
 // Run pulls and processes messages until ctx ends, then drains: in-flight jobs get DrainTimeout to
 // finish; what is left is cancelled and Nak'd for prompt redelivery. Run returns after every job settled.
 func (w *Worker) Run(ctx context.Context) error {
-	cons, err := w.js.Consumer(ctx, w.cfg.RequestsStream(), w.cfg.Durable)
-	if err != nil && ctx.Err() != nil {
-		return nil // stopped before it started: nothing to drain
-	}
-	if err != nil {
-		return fmt.Errorf("looking up consumer %s on stream %s: %w", w.cfg.Durable, w.cfg.RequestsStream(), err)
+	consumers := map[pipeline.MediaKind]jetstream.Consumer{}
+	for lane := range w.pools {
+		durable := w.cfg.Durable
+		if lane != "" {
+			durable = w.cfg.LaneDurable(lane)
+		}
+		cons, err := w.js.Consumer(ctx, w.cfg.RequestsStream(), durable)
+		if err != nil && ctx.Err() != nil {
+			return nil // stopped before it started: nothing to drain
+		}
+		if err != nil {
+			return fmt.Errorf("looking up consumer %s on stream %s (run with --provision or `mediaworker streams apply`): %w", durable, w.cfg.RequestsStream(), err)
+		}
+		consumers[lane] = cons
 	}
 	// Jobs outlive the pull context during the drain; they are cancelled only when the drain times out.
 	jobsCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelJobs(nil)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); w.runAdvisories(ctx) }()
-
-	for ctx.Err() == nil {
-		release, err := w.intake.Acquire(ctx)
-		if err != nil {
-			break
-		}
-		msg, err := w.next(ctx, cons)
-		if err != nil {
-			release()
-			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				w.log.Warn().Err(err).Msg("pulling a request failed; retrying")
-				sleepCtx(ctx, time.Second)
-			}
-			continue
-		}
-		wg.Add(1)
-		w.held.Add(1)
-		go func() {
-			defer wg.Done()
-			defer release()
-			defer w.held.Add(-1)
-			// A job parked for a full pool of its kind may hand its intake slot back (slots.Gate).
-			w.handle(slots.WithHandBack(jobsCtx, release), msg)
-		}()
+	var loops, jobs sync.WaitGroup
+	loops.Add(1)
+	go func() { defer loops.Done(); w.runAdvisories(ctx) }()
+	for lane, cons := range consumers {
+		loops.Add(1)
+		go func() { defer loops.Done(); w.pull(ctx, jobsCtx, &jobs, lane, cons) }()
 	}
+	loops.Wait()
 
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { jobs.Wait(); close(done) }()
 	if w.Held() > 0 {
 		w.log.Info().Int("in_flight", w.Held()).Dur("drain_timeout", w.wcfg.DrainTimeout).Msg("draining in-flight jobs")
 	}
@@ -179,22 +224,66 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// next pulls exactly one message: the worker never asks for more than it has free slots for.
+// pull is one lane's loop (lane "" is triage): a free slot, admission, then exactly one message. The
+// worker never asks for more than it has free slots for, so a message is never buffered here.
+func (w *Worker) pull(ctx, jobsCtx context.Context, jobs *sync.WaitGroup, lane pipeline.MediaKind, cons jetstream.Consumer) {
+	pool := w.pools[lane]
+	for ctx.Err() == nil {
+		release, err := pool.Acquire(ctx)
+		if err != nil {
+			return
+		}
+		if err := w.admit(ctx); err != nil {
+			release()
+			return
+		}
+		msg, err := w.next(ctx, cons)
+		if err != nil {
+			release()
+			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+				w.log.Warn().Err(err).Str("lane", laneName(lane)).Msg("pulling failed; retrying")
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		jobs.Add(1)
+		w.held.Add(1)
+		w.busy[lane].Add(1)
+		go func() {
+			defer jobs.Done()
+			defer release()
+			defer w.held.Add(-1)
+			defer w.busy[lane].Add(-1)
+			w.handle(jobsCtx, lane, msg)
+		}()
+	}
+}
+
+// admit waits until the admission hook lets work in (or ctx ends).
+func (w *Worker) admit(ctx context.Context) error {
+	if w.wcfg.Admission == nil {
+		return ctx.Err()
+	}
+	return w.wcfg.Admission.Wait(ctx)
+}
+
+// next pulls exactly one message.
 func (w *Worker) next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 	pullCtx, cancel := context.WithTimeout(ctx, w.wcfg.PullWait)
 	defer cancel()
 	return cons.Next(jetstream.FetchContext(pullCtx))
 }
 
-// handle runs one message to exactly one settlement.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+// handle runs one message, a request (triage) or a lane's work, to exactly one settlement.
+func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		w.log.Error().Err(err).Str("subject", msg.Subject()).Msg("message without JetStream metadata; terminating it")
 		_ = msg.Term()
 		return
 	}
-	log := w.log.With().Uint64("seq", meta.Sequence.Stream).Uint64("delivery", meta.NumDelivered).Logger()
+	d := newDelivery(lane, msg, meta)
+	log := w.log.With().Str("lane", laneName(lane)).Uint64("seq", d.reqSeq).Uint64("delivery", d.deliveries).Logger()
 
 	// One span per delivery, parented by the trace context the API put on the request.
 	ctx, span := tracing.Tracer().Start(tracing.Extract(ctx, msg.Headers()), "process event",
@@ -205,226 +294,57 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			attribute.Int64("messaging.nats.delivered", int64(meta.NumDelivered))))
 	defer span.End()
 
-	req, err := contracts.ParseRequest(msg.Data())
-	if err != nil {
-		w.refuse(ctx, msg, meta, req, err, log)
+	req, perr := contracts.ParseRequest(msg.Data())
+	d.req = req
+	if perr != nil {
+		_ = w.settle(ctx, d, pipeline.Refused(req, perr), log)
 		return
 	}
 	log = log.With().Str("mediaId", req.MediaID).Str("key", req.S3Key).Str("bucket", req.S3Bucket).Logger()
 	span.SetAttributes(attribute.String("media.id", req.MediaID), attribute.String("media.key", req.S3Key))
+	if w.settledBefore(ctx, d, log) {
+		return
+	}
 
 	// InProgress runs until the message is settled: publishing the outcome may need retries too.
 	stop := w.keepAlive(msg)
 	defer stop()
 	start := time.Now()
-	out := w.proc.Process(w.withProgress(ctx, req.MediaID), req)
+	var out pipeline.Outcome
+	if lane == "" {
+		out = w.proc.Triage(ctx, req)
+	} else {
+		out = w.proc.Process(w.withProgress(ctx, req.MediaID), req, lane)
+	}
 	log = log.With().Str("kind", string(out.MediaKind)).Dur("took", time.Since(start)).Logger()
 	span.SetAttributes(attribute.String("media.kind", string(out.MediaKind)), attribute.String("media.outcome", out.Kind.String()))
 	if out.Err != nil {
 		span.SetStatus(codes.Error, out.Err.Error())
 	}
-	w.settle(ctx, msg, meta, req, out, log)
+	_ = w.settle(ctx, d, out, log)
 }
 
-// refuse settles a request that failed validation: answered with a failure response when it names a
-// mediaId, dead-lettered at once when there is nobody to answer.
-func (w *Worker) refuse(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, req contracts.Request, perr error, log zerolog.Logger) {
-	var pe *contracts.ParseError
-	if errors.As(perr, &pe) && pe.Correlatable {
-		resp := contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Error: perr.Error()}
-		if err := w.publish(ctx, w.cfg.Subjects().Response, resp, responseID(req.MediaID, meta, "invalid")); err != nil {
-			log.Warn().Err(err).Msg("publishing the failure response for an invalid request failed; will retry")
-			w.nak(msg, meta)
-			return
-		}
-		log.Info().Str("mediaId", req.MediaID).Str("error", perr.Error()).Msg("request refused")
-		_ = msg.TermWithReason(clipReason(perr.Error()))
-		w.observe("invalid", "", meta)
-		return
+// settledBefore acks a delivery whose request was settled already (its ack was lost after the duplicate
+// window): triage's when it was routed, a lane's when it ended for good. The memory is a guard, not a
+// dependency: if it cannot be read, the job runs.
+func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Logger) bool {
+	if d.lane == "" && d.deliveries == 1 {
+		return false // a request's first delivery: nothing can have settled it (a lane's copy can be a late duplicate)
 	}
-	if err := w.deadLetter(ctx, msg, meta, "parse-error", perr); err != nil {
-		log.Warn().Err(err).Msg("dead-lettering an unparseable request failed; will retry")
-		w.nak(msg, meta)
-		return
-	}
-	log.Warn().Str("error", perr.Error()).Msg("unparseable request moved to the dead-letter stream")
-	_ = msg.TermWithReason("unparseable request: moved to DLQ")
-	w.observe("dead_lettered", "", meta)
-}
-
-// settle maps an outcome to the events it owes and to exactly one of Ack, Term or Nak.
-func (w *Worker) settle(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, req contracts.Request, out pipeline.Outcome, log zerolog.Logger) {
-	subj := w.cfg.Subjects()
-	switch out.Kind {
-	case pipeline.Success:
-		if err := w.publish(ctx, subj.Response, out.Response, responseID(req.MediaID, meta, "success")); err != nil {
-			log.Warn().Err(err).Msg("publishing the response failed; the job will run again")
-			w.nak(msg, meta)
-			return
-		}
-		// The response is out; should the ack be lost, a redelivery republishes it under the same
-		// Nats-Msg-Id and the stream drops the copy.
-		w.ack(ctx, msg, log)
-		log.Info().Int("variants", len(out.Response.Processed)).Msg("job succeeded")
-		w.observe("success", out.MediaKind, meta)
-
-	case pipeline.Failed:
-		if err := w.publish(ctx, subj.Response, out.Response, responseID(req.MediaID, meta, "failed")); err != nil {
-			log.Warn().Err(err).Msg("publishing the failure response failed; will retry")
-			w.nak(msg, meta)
-			return
-		}
-		log.Info().Str("error", out.Response.Error).Msg("job failed permanently")
-		_ = msg.TermWithReason(clipReason(out.Response.Error))
-		w.observe("failed", out.MediaKind, meta)
-
-	case pipeline.Infected:
-		if err := w.publish(ctx, subj.Virus, out.Virus, responseID(req.MediaID, meta, "virus-event")); err != nil {
-			log.Warn().Err(err).Msg("publishing the virus event failed; will retry")
-			w.nak(msg, meta)
-			return
-		}
-		if err := w.publish(ctx, subj.Response, out.Response, responseID(req.MediaID, meta, "virus")); err != nil {
-			log.Warn().Err(err).Msg("publishing the virus response failed; will retry")
-			w.nak(msg, meta)
-			return
-		}
-		w.ack(ctx, msg, log)
-		log.Warn().Str("virus", out.Virus.VirusName).Str("action", out.Virus.ActionTaken).Msg("virus detected")
-		w.observe("infected", out.MediaKind, meta)
-
-	default: // pipeline.Retry
-		if errors.Is(context.Cause(ctx), ErrDraining) {
-			// Not the job's fault: hand it back at once for another instance.
-			_ = msg.Nak()
-			log.Info().Msg("job stopped by shutdown; handed back for redelivery")
-			w.observe("handed_back", out.MediaKind, meta)
-			return
-		}
-		if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) {
-			w.giveUp(ctx, msg, meta, req, out, log)
-			return
-		}
-		delay := w.backoff(meta.NumDelivered)
-		log.Warn().Err(out.Err).Dur("retry_in", delay).Msg("job failed; will retry")
-		_ = msg.NakWithDelay(delay)
-		w.observe("retry", out.MediaKind, meta)
-	}
-}
-
-// giveUp handles the last allowed delivery of a transient failure: tell the API, copy the request to
-// the DLQ, and remove it from the work queue (at MaxDeliver it would otherwise stay there forever). If
-// either publish fails, the message is handed back: the server then emits its MAX_DELIVERIES advisory
-// and the advisory handler (runAdvisories) does the same work again, under the same Nats-Msg-Ids.
-func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, req contracts.Request, out pipeline.Outcome, log zerolog.Logger) {
-	resp := out.Response
-	resp.Success = false
-	resp.Error = fmt.Sprintf("gave up after %d deliveries: %s", meta.NumDelivered, out.Response.Error)
-	if err := w.publish(ctx, w.cfg.Subjects().Response, resp, responseID(req.MediaID, meta, "gave-up")); err != nil {
-		log.Error().Err(err).Msg("publishing the gave-up response failed; leaving the request to the max-deliveries advisory")
-		_ = msg.Nak()
-		return
-	}
-	if err := w.deadLetter(ctx, msg, meta, "max-deliveries", out.Err); err != nil {
-		log.Error().Err(err).Msg("dead-lettering failed; leaving the request to the max-deliveries advisory")
-		_ = msg.Nak()
-		return
-	}
-	_ = msg.TermWithReason("max deliveries reached: moved to DLQ")
-	log.Error().Err(out.Err).Msg("job gave up; request moved to the dead-letter stream")
-	w.observe("dead_lettered", out.MediaKind, meta)
-}
-
-// deadLetter copies the original request, unchanged, to the DLQ stream with headers saying why.
-func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string, cause error) error {
-	return w.deadLetterRaw(ctx, msg.Data(), msg.Headers(), origin{
-		stream: meta.Stream, seq: meta.Sequence.Stream, deliveries: meta.NumDelivered, published: meta.Timestamp,
-	}, reason, cause)
-}
-
-// origin says where a dead letter came from.
-type origin struct {
-	stream     string
-	seq        uint64
-	deliveries uint64
-	published  time.Time
-}
-
-func (w *Worker) deadLetterRaw(ctx context.Context, data []byte, hdr nats.Header, o origin, reason string, cause error) error {
-	m := nats.NewMsg(w.cfg.Subjects().DLQ)
-	m.Data = data
-	for k, vs := range hdr {
-		if k == jetstream.MsgIDHeader {
-			continue // the request's own id would collide with the DLQ's dedupe id
-		}
-		for _, v := range vs {
-			m.Header.Add(k, v)
-		}
-	}
-	m.Header.Set(HeaderReason, reason)
-	if cause != nil {
-		m.Header.Set(HeaderLastError, clipReason(cause.Error()))
-	}
-	m.Header.Set(HeaderDeliveries, strconv.FormatUint(o.deliveries, 10))
-	m.Header.Set(HeaderStream, o.stream)
-	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(o.seq, 10))
-	if !o.published.IsZero() {
-		m.Header.Set(HeaderPublishedAt, o.published.UTC().Format(time.RFC3339Nano))
-	}
-	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	_, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(fmt.Sprintf("dlq/%s/%d", o.stream, o.seq)))
+	state, err := w.done.recall(ctx, d.reqSeq)
 	if err != nil {
-		w.publishFailed(m.Subject)
-		return fmt.Errorf("publishing to %s: %w", m.Subject, err)
+		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
+		return false
 	}
-	return nil
-}
-
-// publishAttempts is how often an outcome's publish is tried before the message is handed back. The
-// work is done by then (and an infected upload already deleted), so retrying here beats redoing it.
-const publishAttempts = 3
-
-// publish sends v as JSON with a publish ack and a Nats-Msg-Id, so a redelivered job's second response
-// is dropped by the stream's duplicate window. It retries a failed publish in place.
-func (w *Worker) publish(ctx context.Context, subject string, v any, msgID string) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encoding %s: %w", subject, err)
+	if state == "" || d.lane != "" && state != settledFinal {
+		return false
 	}
-	for attempt := 1; ; attempt++ {
-		err = w.publishOnce(ctx, subject, data, msgID)
-		if err == nil || attempt == publishAttempts {
-			return err
-		}
-		sleepCtx(context.WithoutCancel(ctx), time.Duration(attempt)*time.Second)
+	if err := w.ack(ctx, d); err != nil {
+		log.Warn().Err(err).Msg("ack not confirmed")
 	}
-}
-
-func (w *Worker) publishOnce(ctx context.Context, subject string, data []byte, msgID string) error {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	pctx, span := tracing.Tracer().Start(pctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
-	m := nats.NewMsg(subject)
-	m.Data = data
-	tracing.Inject(pctx, m.Header) // the API's consumer continues the trace
-	start := time.Now()
-	if _, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(msgID)); err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		w.publishFailed(subject)
-		return fmt.Errorf("publishing to %s: %w", subject, err)
-	}
-	if w.obs != nil {
-		w.obs.Published(subject, time.Since(start))
-	}
-	return nil
-}
-
-// responseID is unique per request (stream sequence) and outcome: redeliveries of one request share it.
-func responseID(mediaID string, meta *jetstream.MsgMetadata, outcome string) string {
-	return fmt.Sprintf("%s/%d/%s", mediaID, meta.Sequence.Stream, outcome)
+	log.Info().Str("settled", state).Msg("request settled already; acked without running again")
+	w.observe("duplicate", "", d)
+	return true
 }
 
 // withProgress makes the job's progress reports go out on its progress subject, at most once a second.
@@ -459,10 +379,6 @@ func (w *Worker) keepAlive(msg jetstream.Msg) (stop func()) {
 	return func() { once.Do(func() { close(done); <-finished }) }
 }
 
-func (w *Worker) nak(msg jetstream.Msg, meta *jetstream.MsgMetadata) {
-	_ = msg.NakWithDelay(w.backoff(meta.NumDelivered))
-}
-
 // backoff grows exponentially with the delivery count, capped, with ±25% jitter so instances that failed
 // together do not retry together.
 func (w *Worker) backoff(deliveries uint64) time.Duration {
@@ -475,25 +391,11 @@ func (w *Worker) backoff(deliveries uint64) time.Duration {
 	return max(d+jitter, 100*time.Millisecond)
 }
 
-// ack acknowledges and waits for the server to confirm it.
-func (w *Worker) ack(ctx context.Context, msg jetstream.Msg, log zerolog.Logger) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		log.Warn().Err(err).Msg("ack not confirmed")
+func laneName(lane pipeline.MediaKind) string {
+	if lane == "" {
+		return "triage"
 	}
-}
-
-func (w *Worker) observe(outcome string, kind pipeline.MediaKind, meta *jetstream.MsgMetadata) {
-	if w.obs != nil {
-		w.obs.Settled(outcome, kind, meta.NumDelivered)
-	}
-}
-
-func (w *Worker) publishFailed(subject string) {
-	if w.obs != nil {
-		w.obs.PublishFailed(subject)
-	}
+	return string(lane)
 }
 
 func clipReason(s string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,19 +33,39 @@ func TestMain(m *testing.M) {
 }
 
 // scripted is a Processor whose outcome per call is decided by the test. The ack layer is pure logic
-// over a real JetStream server; the real pipeline is exercised end to end in package app.
+// over a real JetStream server; the real pipeline is exercised end to end in package app. Triage
+// routes a key ending in .mp4 to the video lane and everything else to the image lane.
 type scripted struct {
-	mu    sync.Mutex
-	calls map[string]int
-	fn    func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome
+	mu     sync.Mutex
+	calls  map[string]int
+	lanes  map[string][]pipeline.MediaKind // the lanes each request ran in
+	fn     func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome
+	triage func(req contracts.Request) pipeline.Outcome // nil: by the key's extension
 }
 
-func (s *scripted) Process(ctx context.Context, req contracts.Request) pipeline.Outcome {
+func (s *scripted) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	if s.triage != nil {
+		return s.triage(req)
+	}
+	if strings.HasSuffix(req.S3Key, ".mp4") {
+		return pipeline.Routed(pipeline.Video, "video/mp4")
+	}
+	return pipeline.Routed(pipeline.Image, "image/jpeg")
+}
+
+func (s *scripted) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
 	s.mu.Lock()
 	s.calls[req.MediaID]++
+	s.lanes[req.MediaID] = append(s.lanes[req.MediaID], lane)
 	n := s.calls[req.MediaID]
 	s.mu.Unlock()
 	return s.fn(ctx, req, n)
+}
+
+func (s *scripted) lanesOf(id string) []pipeline.MediaKind {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pipeline.MediaKind(nil), s.lanes[id]...)
 }
 
 func (s *scripted) callsOf(id string) int {
@@ -83,7 +104,7 @@ func newRig(t *testing.T, tweak func(*natsjs.Config, *natsjs.WorkerConfig), fn f
 	if err := natsjs.Provision(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, js: js, nc: nc, cfg: cfg, wcfg: wcfg, proc: &scripted{calls: map[string]int{}, fn: fn},
+	r := &rig{t: t, js: js, nc: nc, cfg: cfg, wcfg: wcfg, proc: &scripted{calls: map[string]int{}, lanes: map[string][]pipeline.MediaKind{}, fn: fn},
 		responses: map[string][]contracts.Response{}}
 	sub, err := nc.Subscribe(cfg.Subjects().Response, func(m *nats.Msg) {
 		if err := contracts.ValidateJSON(contracts.SchemaResponse, m.Data); err != nil {
@@ -129,11 +150,14 @@ func (r *rig) start() (stop func()) {
 
 func (r *rig) publish(id string) {
 	r.t.Helper()
-	req := contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id}
-	data, _ := json.Marshal(req)
-	if _, err := r.js.PublishMsg(context.Background(), &nats.Msg{Subject: r.cfg.Subjects().Request, Data: data}, jetstream.WithMsgID(id)); err != nil {
-		r.t.Fatal(err)
-	}
+	r.publishKey(id, "u/a.jpg")
+}
+
+// publishKey publishes a request for key; the scripted triage routes a .mp4 key to the video lane.
+func (r *rig) publishKey(id, key string) {
+	r.t.Helper()
+	testenv.PublishRequest(r.t, r.js, r.cfg.Subjects().Request,
+		contracts.Request{S3Key: key, S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
 }
 
 func (r *rig) awaitResponses(id string, n int) []contracts.Response {
@@ -269,7 +293,9 @@ func TestLongJobIsDeliveredOnce(t *testing.T) {
 func TestPullsOnlyForFreeSlots(t *testing.T) {
 	release := make(chan struct{})
 	var running atomic.Int32
-	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) { w.Slots = 2 },
+	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) {
+		w.Lanes = map[pipeline.MediaKind]int{pipeline.Image: 2}
+	},
 		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
 			running.Add(1)
 			<-release
@@ -288,11 +314,18 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 		}
 		return nil
 	})
-	cons, _ := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Durable)
-	info, _ := cons.Info(context.Background())
-	if info.NumAckPending != 2 || info.NumPending != 4 {
-		t.Fatalf("with 2 slots busy: ack pending %d, pending %d; want 2 and 4 (no pre-buffering)", info.NumAckPending, info.NumPending)
-	}
+	// Triage moves every request to the image lane, which holds only what its slots run.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		cons, _ := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.LaneDurable(pipeline.Image))
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != 2 || info.NumPending != 4 {
+			return fmt.Errorf("with 2 slots busy: ack pending %d, pending %d; want 2 and 4 (no pre-buffering)", info.NumAckPending, info.NumPending)
+		}
+		return nil
+	})
 	close(release)
 	for _, id := range ids {
 		r.awaitResponses(id, 1)
@@ -378,5 +411,51 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	sinfo, _ := s.Info(context.Background())
 	if sinfo.Config.Retention != jetstream.WorkQueuePolicy || !sinfo.Config.AllowDirect || sinfo.Config.Duplicates != 2*time.Minute {
 		t.Fatalf("requests stream config: %+v", sinfo.Config)
+	}
+}
+
+// gate is an Admission the test opens and closes.
+type gate struct {
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gate) Wait(ctx context.Context) error {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// While the admission hook says a dependency is down, the worker takes nothing from the queue (no
+// delivery is used up); once it admits, the queued request runs.
+func TestAdmissionHoldsPulls(t *testing.T) {
+	g := &gate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) { w.Admission = g },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
+	id := uuid.NewString()
+	r.publish(id)
+	r.start()
+	<-g.entered
+	cons, err := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 || info.Delivered.Consumer != 0 || info.NumPending != 1 {
+		t.Fatalf("while not admitted: %d delivered, %d ack pending, %d pending; want 0, 0, 1", info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+	}
+	close(g.open)
+	if got := r.awaitResponses(id, 1); !got[0].Success || r.proc.callsOf(id) != 1 {
+		t.Fatalf("after admission: %+v, %d runs", got, r.proc.callsOf(id))
 	}
 }

@@ -42,17 +42,20 @@ func FormatBytes(n int64) string {
 // the new size). The file holds exactly Info.Size bytes on success;
 // on any error it is removed.
 func DownloadFile(ctx context.Context, s Store, bucket, key, path string, maxBytes int64) (Info, error) {
-	return DownloadFileTee(ctx, s, bucket, key, path, maxBytes, nil)
-}
-
-// DownloadFileTee is DownloadFile that also streams every byte written to the file into the writer
-// that tee returns, once the object's size is known and accepted (a scanner reading while the
-// download runs, say). tee may be nil or return nil. A failed write to the tee fails the download.
-func DownloadFileTee(ctx context.Context, s Store, bucket, key, path string, maxBytes int64, tee func(Info) io.Writer) (Info, error) {
 	info, err := s.Stat(ctx, bucket, key)
 	if err != nil {
 		return Info{}, fmt.Errorf("downloading: %w", err)
 	}
+	return DownloadStatted(ctx, s, info, path, maxBytes, nil)
+}
+
+// DownloadStatted is DownloadFile for an object the caller has just looked up (info from Stat: the job
+// looks its object up once) that also streams every byte written to the file into the writer that tee
+// returns, once the object's size is accepted (a scanner reading while the download runs, say). tee
+// may be nil or return nil; a failed write to the tee fails the download. The size Stat announced is
+// enforced against what arrives.
+func DownloadStatted(ctx context.Context, s Store, info Info, path string, maxBytes int64, tee func(Info) io.Writer) (Info, error) {
+	bucket, key := info.Bucket, info.Key
 	if maxBytes > 0 && info.Size > maxBytes {
 		return info, fmt.Errorf("downloading %s/%s: %w", bucket, key, &TooLargeError{Size: info.Size, Limit: maxBytes})
 	}

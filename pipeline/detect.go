@@ -139,3 +139,16 @@ func readHead(path string, n int) ([]byte, error) {
 	}
 	return buf[:got], nil
 }
+
+// SniffBytes is how much of an upload DetectBytes looks at: what Detect reads of a file.
+const SniffBytes = sniffBytes
+
+// DetectBytes is Detect on an upload's first bytes, the same table: triage sniffs the kind from a
+// ranged read before the job is routed to its lane.
+func DetectBytes(head []byte) (mime string, kind MediaKind, err error) {
+	mime, kind = detectBytes(head)
+	if kind == "" {
+		return mime, "", permanent("detecting", fmt.Errorf("unsupported media type: %s", mime))
+	}
+	return mime, kind, nil
+}

@@ -28,7 +28,8 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 	pr, pw := io.Pipe()
 	j.scanned = make(chan scanResult, 1)
 	scanning := false
-	info, err := objstore.DownloadFileTee(ctx, p.store, j.req.S3Bucket, j.req.S3Key, j.input, p.cfg.MaxInputBytes,
+	// check looked the object up; j.info is what it found (the object is looked up once per job).
+	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
 		func(info objstore.Info) io.Writer {
 			if info.Size == 0 {
 				return nil // refused below; clamd has nothing to look at
@@ -145,14 +146,10 @@ func (p *Pipeline) recall(ctx context.Context, req contracts.Request) (*contract
 
 func infectedOutcome(req contracts.Request, ev contracts.VirusEvent) Outcome {
 	return Outcome{
-		Kind: Infected,
-		Err:  fmt.Errorf("virus detected: %s", ev.VirusName),
-		Response: contracts.Response{
-			MediaID:     req.MediaID,
-			OriginalURL: req.MediaURL,
-			Error:       "virus detected: " + ev.VirusName,
-		},
-		Virus: &ev,
+		Kind:     Infected,
+		Err:      fmt.Errorf("virus detected: %s", ev.VirusName),
+		Response: failureResponse(req, "virus detected: "+ev.VirusName),
+		Virus:    &ev,
 	}
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -33,8 +34,9 @@ func TestOversizedInputIsRefusedBeforeDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.Process(context.Background(), f.req)
-	if out.Kind != Failed || ClassOf(out.Err) != Permanent {
+	out := p.Process(context.Background(), f.req, "")
+	var pe *Error
+	if out.Kind != Failed || !errors.As(out.Err, &pe) || pe.Class != Permanent {
 		t.Fatalf("got %s (%v), want a permanent failure", out.Kind, out.Err)
 	}
 	if want := "downloading: input is too large: object is 2.5 MB, limit is 1.0 MB"; out.Response.Error != want {
@@ -68,7 +70,7 @@ func TestScratchPathsDoNotComeFromKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := p.Process(context.Background(), f.req); out.Kind != Success {
+		if out := p.Process(context.Background(), f.req, ""); out.Kind != Success {
 			t.Fatalf("%q: %s %v", key, out.Kind, out.Err)
 		}
 		job := filepath.Dir(rec.src)

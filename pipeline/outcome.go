@@ -26,6 +26,12 @@ const (
 	// Retry: a transient cause (store, clamd, disk, a crashed tool). The job may succeed if delivered
 	// again. Response holds the failure response to publish if the ack layer gives up.
 	Retry
+	// Route: the request belongs to MediaKind's lane (triage's answer, or a lane job that found the
+	// other kind after download). Nothing is answered yet; the request moves on.
+	Route
+	// GaveUp: the request is copied to the dead-letter stream with Reason, and Response, when it names
+	// a mediaId, tells the API (a transient cause outlasted the deliveries, or the request is unparseable).
+	GaveUp
 )
 
 func (k Kind) String() string {
@@ -38,17 +44,63 @@ func (k Kind) String() string {
 		return "infected"
 	case Retry:
 		return "retry"
+	case Route:
+		return "route"
+	case GaveUp:
+		return "gave_up"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Outcome is the result of one job.
+// Outcome is the result of one job, and everything its settlement publishes: Virus (Infected), Response
+// (when its MediaID is set) and, for Route and GaveUp, the request itself to a lane or the DLQ.
 type Outcome struct {
 	Kind      Kind
-	MediaKind MediaKind // image or video once detected, "" before
+	MediaKind MediaKind // image or video once detected, "" before; for Route the lane to go to
+	MIME      string    // what detection found, "" before
 	Response  contracts.Response
 	Virus     *contracts.VirusEvent
-	Err       error // the cause, for Failed, Infected and Retry
+	Err       error  // the cause, for Failed, Infected, Retry and GaveUp
+	Reason    string // GaveUp: why (the DLQ's Mw-Reason): ReasonParseError or ReasonMaxDeliveries
+}
+
+// Dead-letter reasons.
+const (
+	ReasonParseError    = "parse-error"
+	ReasonMaxDeliveries = "max-deliveries"
+)
+
+// Every response the worker publishes is built below or by upload (a success): one place to read
+// what the API can be told.
+
+// failureResponse is the API's answer to a request that did not succeed.
+func failureResponse(req contracts.Request, msg string) contracts.Response {
+	return contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Success: false, Error: msg}
+}
+
+// Routed sends the request to kind's lane.
+func Routed(kind MediaKind, mime string) Outcome {
+	return Outcome{Kind: Route, MediaKind: kind, MIME: mime}
+}
+
+// Refused settles a request that failed validation: answered and terminated when it names a mediaId
+// (ParseError.Correlatable), dead-lettered at once when there is nobody to answer.
+func Refused(req contracts.Request, err error) Outcome {
+	var pe *contracts.ParseError
+	if errors.As(err, &pe) && pe.Correlatable {
+		return Outcome{Kind: Failed, Err: err, Response: failureResponse(req, err.Error())}
+	}
+	return Outcome{Kind: GaveUp, Err: err, Reason: ReasonParseError}
+}
+
+// GaveUpAfter is the one "gave up" policy, used by the retry path and by the max-deliveries advisory:
+// the request goes to the DLQ and the API (if the request names a mediaId) hears why.
+func GaveUpAfter(req contracts.Request, kind MediaKind, deliveries uint64, cause error) Outcome {
+	out := Outcome{Kind: GaveUp, MediaKind: kind, Err: cause, Reason: ReasonMaxDeliveries}
+	if req.MediaID != "" {
+		out.Response = failureResponse(req, fmt.Sprintf("gave up after %d deliveries: %v", deliveries, cause))
+	}
+	return out
 }
 
 // Class says whether an error is worth retrying.
@@ -77,13 +129,4 @@ func permanent(stage string, err error) *Error {
 }
 func transient(stage string, err error) *Error {
 	return &Error{Class: Transient, Stage: stage, Err: err}
-}
-
-// ClassOf returns the class of err: Permanent only when some *Error in its chain says so.
-func ClassOf(err error) Class {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Class
-	}
-	return Transient
 }

@@ -36,11 +36,6 @@ type VideoTransformer interface {
 	TransformProbed(ctx context.Context, probe *transcoder.VideoProbe, outDir string) (transcoder.VideoResult, error)
 }
 
-// Limiter hands out per-media-kind slots, so a full video pool never stalls images.
-type Limiter interface {
-	Acquire(ctx context.Context, kind MediaKind) (release func(), err error)
-}
-
 // Verdicts remembers virus verdicts across deliveries. The infected object is deleted before the
 // virus event is durable; should the worker die or a reply be lost in between, the next delivery finds
 // no object, and without this record it would answer "not found" instead of "virus detected".
@@ -69,8 +64,10 @@ type Config struct {
 	MinFreeBytes int64
 	DiskFactor   float64
 
-	// JobTimeout is the hard cap of one job. Videos get less: VideoTimeoutBase plus
-	// VideoTimeoutPerSecond for every second of input, so a stuck ffmpeg is killed long before the cap.
+	// JobTimeout caps each phase of a job: fetching (stat, download, scan), transforming and storing
+	// (upload). A transform over it is the input's fault (permanent); a fetch or upload over it is a
+	// stall (transient). Videos' transforms get less: VideoTimeoutBase plus VideoTimeoutPerSecond for
+	// every second of input, so a stuck ffmpeg is killed long before the cap.
 	JobTimeout            time.Duration
 	VideoTimeoutBase      time.Duration
 	VideoTimeoutPerSecond time.Duration
@@ -119,7 +116,6 @@ type Pipeline struct {
 	scanner  Scanner
 	images   ImageTransformer
 	videos   VideoTransformer
-	limiter  Limiter
 	observer Observer
 	verdicts Verdicts
 	signURL  func(url, key string) string
@@ -132,7 +128,6 @@ type Deps struct {
 	Scanner  Scanner
 	Images   ImageTransformer
 	Videos   VideoTransformer
-	Limiter  Limiter  // nil: no per-kind limit
 	Observer Observer // nil: nobody is told
 	Verdicts Verdicts // nil: verdicts are not remembered across deliveries
 	// SignURL, if set, turns a variant's URL into the one the response carries (signed, expiring).
@@ -148,69 +143,92 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
-		limiter: d.Limiter, observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now}, nil
+		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now}, nil
 }
 
 // job is the state that flows through the steps of one request.
 type job struct {
-	ctx     context.Context // the job's context; a step may tighten its deadline
-	cancel  context.CancelFunc
-	req     contracts.Request
-	keys    contracts.OutputKeys
-	dir     string // scratch dir, removed at the end
-	input   string // dir/input
-	started time.Time
-	info    objstore.Info
-	mime    string
-	kind    MediaKind
-	probe   *transcoder.VideoProbe // a video's description, from detection
-	release func()
-	scanned chan scanResult // clamd's verdict on the downloaded bytes
-	outs    []output        // files the transform made, uploaded by the next step
-	out     Outcome
+	ctx    context.Context // the job's context; each phase adds its own budget
+	cancel context.CancelFunc
+	// endPhase ends the current phase's context (see enter).
+	endPhase context.CancelFunc
+	req      contracts.Request
+	lane     MediaKind // the pool this job runs in ("" in tests: any)
+	keys     contracts.OutputKeys
+	dir      string // scratch dir, removed at the end
+	input    string // dir/input
+	info     objstore.Info
+	mime     string
+	kind     MediaKind
+	probe    *transcoder.VideoProbe // a video's description, from detection
+	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
+	outs     []output               // files the transform made, uploaded by the next step
+	out      Outcome
 }
 
-// step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind to Infected ends
-// it too. The context is checked between steps.
+// step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind (Infected,
+// Route) ends it too. The context is checked between steps.
 type step struct {
-	name string
-	run  func(ctx context.Context, j *job) error
+	name  string
+	phase phase
+	run   func(ctx context.Context, j *job) error
 }
 
-// ErrJobTimeout is the cause of a job cancelled for taking longer than its deadline.
-var ErrJobTimeout = errors.New("job took longer than its time limit")
+// phase groups steps under one time budget. Fetching (stat, download, scan, detect) and storing
+// (upload) wait on the store, clamd and NATS: running out of time there is a stall, transient, and
+// the job runs again. Transforming is the job's own work: its budget (the video limit, at most
+// --job-timeout) is the only one whose end is the input's fault.
+type phase int
 
-// Process runs one validated request to its outcome. Scratch files are removed before it returns.
-func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
+const (
+	fetching phase = iota
+	transforming
+	storing
+)
+
+// ErrJobTimeout is the cause of a transform cancelled for taking longer than its budget.
+var ErrJobTimeout = errors.New("transform took longer than its time limit")
+
+// ErrStalled is the cause of a fetch or an upload cancelled for taking longer than --job-timeout.
+var ErrStalled = errors.New("stalled")
+
+// Process runs one validated request of lane (image or video) to its outcome. An upload that turns
+// out to be of the other kind is not transformed here: its outcome routes it to its own lane. Scratch
+// files are removed before it returns.
+func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane MediaKind) Outcome {
 	if !contracts.AbsoluteURI(req.MediaURL) {
 		// Every answer's originalUrl is a URI: without one from the request, the object's own URL,
 		// in the form its variants' URLs take.
 		req.MediaURL = p.url(req.S3Bucket, req.S3Key)
 	}
-	j := &job{req: req, keys: contracts.KeysFor(req)}
-	j.ctx, j.cancel = context.WithTimeoutCause(ctx, p.cfg.JobTimeout, ErrJobTimeout)
+	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
+	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}
 	defer j.cleanup()
 
 	steps := []step{
-		{"preparing", p.prepare},
-		{"checking", p.check},
-		{"downloading", p.download},
-		{"scanning", p.scan},
-		{"detecting", p.detect},
-		{"waiting for a slot", p.acquire},
-		{"transforming", p.transform},
-		{"uploading", p.upload},
+		{"preparing", fetching, p.prepare},
+		{"checking", fetching, p.check},
+		{"downloading", fetching, p.download},
+		{"scanning", fetching, p.scan},
+		{"detecting", fetching, p.detect},
+		{"transforming", transforming, p.transform},
+		{"uploading", storing, p.upload},
 	}
+	cur, pctx, limit := phase(-1), j.ctx, time.Duration(0)
 	for _, s := range steps {
-		if j.ctx.Err() != nil {
-			return p.fail(j, p.stopped(j, s.name))
+		if s.phase != cur {
+			cur = s.phase
+			pctx, limit = p.enter(j, cur)
+		}
+		if pctx.Err() != nil {
+			return p.fail(j, p.stopped(pctx, s.name, limit))
 		}
 		start := p.now()
-		sctx, span := tracing.Tracer().Start(j.ctx, s.name)
+		sctx, span := tracing.Tracer().Start(pctx, s.name)
 		err := s.run(sctx, j)
-		if err != nil && j.ctx.Err() != nil {
-			err = p.stopped(j, s.name)
+		if err != nil && pctx.Err() != nil {
+			err = p.stopped(pctx, s.name, limit)
 		}
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -222,23 +240,47 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request) Outcome {
 		if err != nil {
 			return p.fail(j, err)
 		}
-		if j.out.Kind == Infected {
+		if j.out.Kind != Success { // infected, or routed to the other lane
 			return j.out
 		}
 	}
 	return j.out
 }
 
-// stopped explains a job whose context ended: over its time limit is the input's fault (permanent);
-// anything else (shutdown, a lost delivery) is not.
-func (p *Pipeline) stopped(j *job, stage string) error {
-	cause := context.Cause(j.ctx)
-	if errors.Is(cause, ErrJobTimeout) {
-		limit := p.cfg.JobTimeout
-		if dl, ok := j.ctx.Deadline(); ok && j.started != (time.Time{}) {
-			limit = dl.Sub(j.started).Round(time.Second)
-		}
-		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit))
+// enter starts a phase: its context carries the phase's budget and is cancelled when the next phase
+// starts or the job ends.
+func (p *Pipeline) enter(j *job, ph phase) (context.Context, time.Duration) {
+	if j.endPhase != nil {
+		j.endPhase()
+	}
+	limit, cause := p.budget(j, ph), ErrStalled
+	if ph == transforming {
+		cause = ErrJobTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(j.ctx, limit, cause)
+	j.endPhase = cancel
+	return ctx, limit
+}
+
+// budget is the time a phase may take: --job-timeout, or for a video's transform its own limit
+// (2 min + 4 s per second of input), so a stuck encoder is killed in minutes, not at the cap.
+func (p *Pipeline) budget(j *job, ph phase) time.Duration {
+	if ph == transforming && j.probe != nil {
+		limit := p.cfg.VideoTimeoutBase + time.Duration(j.probe.Info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
+		return min(limit, p.cfg.JobTimeout)
+	}
+	return p.cfg.JobTimeout
+}
+
+// stopped explains a step whose context ended: a transform over its budget is the input's fault
+// (permanent); a stall of the store, clamd or NATS, a shutdown or a lost delivery is not.
+func (p *Pipeline) stopped(ctx context.Context, stage string, limit time.Duration) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrJobTimeout):
+		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit.Round(time.Millisecond)))
+	case errors.Is(cause, ErrStalled):
+		return transient(stage, fmt.Errorf("no progress within %s (a slow or stalled store, clamd or NATS); will retry", limit.Round(time.Millisecond)))
 	}
 	return transient(stage, fmt.Errorf("job stopped: %w", cause))
 }
@@ -253,24 +295,14 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 	if e.Class == Permanent {
 		kind = Failed
 	}
-	return Outcome{
-		Kind:      kind,
-		MediaKind: j.kind,
-		Err:       e,
-		Response: contracts.Response{
-			MediaID:     j.req.MediaID,
-			OriginalURL: j.req.MediaURL,
-			Success:     false,
-			Error:       e.Error(),
-		},
-	}
+	return Outcome{Kind: kind, MediaKind: j.kind, MIME: j.mime, Err: e, Response: failureResponse(j.req, e.Error())}
 }
 
 func (j *job) cleanup() {
-	j.cancel()
-	if j.release != nil {
-		j.release()
+	if j.endPhase != nil {
+		j.endPhase()
 	}
+	j.cancel()
 	if j.dir != "" {
 		_ = os.RemoveAll(j.dir)
 	}
@@ -288,32 +320,17 @@ func (p *Pipeline) prepare(ctx context.Context, j *job) error {
 	}
 	j.dir = dir
 	j.input = filepath.Join(dir, "input")
-	j.started = p.now()
 	return nil
 }
 
 // check refuses what is missing or over the input cap before a byte is downloaded, and waits (as a
 // transient failure) when the scratch disk cannot hold the job.
 func (p *Pipeline) check(ctx context.Context, j *job) error {
-	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
-	switch {
-	case err == nil:
-	case errors.Is(err, objstore.ErrNotFound):
-		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
-			return transient("recalling an earlier verdict", rerr)
-		} else if ev != nil {
-			j.out = infectedOutcome(j.req, *ev) // removed on an earlier delivery: say so again
-			return nil
-		}
-		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
-	case objstore.IsPermanent(err):
-		return permanent("downloading", err)
-	default:
-		return transient("downloading", err)
+	info, err := p.stat(ctx, j)
+	if err != nil || j.out.Kind != Success {
+		return err
 	}
-	if info.Size > p.cfg.MaxInputBytes {
-		return permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
-	}
+	j.info = info
 	free, err := FreeBytes(p.cfg.TmpDir)
 	if err != nil {
 		return transient("checking scratch space", err)
@@ -326,6 +343,35 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
+// stat looks the object up and refuses what is missing, empty or over the input cap. A missing object
+// whose verdict is remembered was infected and removed on an earlier delivery: j.out says so again.
+func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
+	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
+	switch {
+	case err == nil:
+	case errors.Is(err, objstore.ErrNotFound):
+		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
+			return info, transient("recalling an earlier verdict", rerr)
+		} else if ev != nil {
+			j.out = infectedOutcome(j.req, *ev)
+			return info, nil
+		}
+		return info, permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+	case objstore.IsPermanent(err):
+		return info, permanent("downloading", err)
+	default:
+		return info, transient("downloading", err)
+	}
+	info.Bucket, info.Key = j.req.S3Bucket, j.req.S3Key // what the download reads, whatever the store filled in
+	if info.Size > p.cfg.MaxInputBytes {
+		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
+	}
+	if info.Size == 0 {
+		return info, permanent("downloading", errors.New("object is empty (0 bytes)"))
+	}
+	return info, nil
+}
+
 func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	mime, kind, err := Detect(j.input)
 	if err != nil {
@@ -333,6 +379,11 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	}
 	j.mime, j.kind = mime, kind
 	j.out.MediaKind = kind
+	if j.lane != "" && kind != j.lane {
+		// Triage sniffed the head, this is the whole file: rare, but never transform in the wrong pool.
+		j.out = Routed(kind, mime)
+		return nil
+	}
 	if kind != Video {
 		return nil
 	}
@@ -345,26 +396,6 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return transient("probing", err)
 	}
 	j.probe = probe
-	limit := p.cfg.VideoTimeoutBase + time.Duration(probe.Info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
-	if limit < p.cfg.JobTimeout {
-		parent := j.ctx
-		var cancel context.CancelFunc
-		j.ctx, cancel = context.WithTimeoutCause(parent, limit-p.now().Sub(j.started), ErrJobTimeout)
-		prev := j.cancel
-		j.cancel = func() { cancel(); prev() }
-	}
-	return nil
-}
-
-func (p *Pipeline) acquire(ctx context.Context, j *job) error {
-	if p.limiter == nil {
-		return nil
-	}
-	release, err := p.limiter.Acquire(ctx, j.kind)
-	if err != nil {
-		return transient("waiting for a slot", err)
-	}
-	j.release = release
 	return nil
 }
 
@@ -389,11 +420,6 @@ func (p *Pipeline) transform(ctx context.Context, j *job) error {
 			return permanent("transforming", err)
 		}
 		return transient("transforming", err)
-	}
-	// Release the CPU slot before uploading: uploads are I/O and must not hold up other transforms.
-	if j.release != nil {
-		j.release()
-		j.release = nil
 	}
 	j.outs = outs
 	return nil

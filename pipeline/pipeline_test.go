@@ -28,7 +28,9 @@ type memStore struct {
 	failPut error
 	failGet error
 	failDel error
+	stall   bool // Get blocks until its context ends, like minio-go on a store that stopped answering
 	calls   []string
+	stats   int
 }
 
 func (m *memStore) k(b, k string) string { return b + "/" + k }
@@ -36,6 +38,7 @@ func (m *memStore) k(b, k string) string { return b + "/" + k }
 func (m *memStore) Stat(ctx context.Context, bucket, key string) (objstore.Info, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.stats++
 	d, ok := m.objs[m.k(bucket, key)]
 	if !ok {
 		return objstore.Info{}, fmt.Errorf("stat %s: %w", key, objstore.ErrNotFound)
@@ -46,6 +49,10 @@ func (m *memStore) Stat(ctx context.Context, bucket, key string) (objstore.Info,
 func (m *memStore) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
 	if m.failGet != nil {
 		return 0, m.failGet
+	}
+	if m.stall {
+		<-ctx.Done()
+		return 0, ctx.Err()
 	}
 	m.mu.Lock()
 	d, ok := m.objs[m.k(bucket, key)]
@@ -183,7 +190,7 @@ func (f *fixture) run(t *testing.T) Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := p.Process(context.Background(), f.req)
+	out := p.Process(context.Background(), f.req, "")
 	entries, _ := os.ReadDir(f.cfg.TmpDir)
 	if len(entries) != 0 {
 		t.Errorf("scratch dir not cleaned: %d entries", len(entries))
@@ -222,6 +229,11 @@ func TestClassification(t *testing.T) {
 			f.cfg.JobTimeout = 200 * time.Millisecond
 			f.images.block = true
 		}, Failed, "processing took longer than the limit of", true},
+		// A store that stops answering is a stall: transient, never "took longer than the limit".
+		{"stalled store", func(f *fixture) {
+			f.cfg.JobTimeout = 200 * time.Millisecond
+			f.store.stall = true
+		}, Retry, "downloading: no progress within 200ms", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,6 +259,9 @@ func TestSuccessResponseHasEveryVariantAtItsKey(t *testing.T) {
 	out := f.run(t)
 	if out.Kind != Success || len(out.Response.Processed) != 3 {
 		t.Fatalf("%+v", out)
+	}
+	if f.store.stats != 1 {
+		t.Errorf("the object was looked up %d times in one job, want once", f.store.stats)
 	}
 	for _, v := range out.Response.Processed {
 		key := "u/images/" + f.req.MediaID + "/p_" + v.Quality + ".webp"
@@ -305,7 +320,7 @@ func TestCancelledJobIsTransient(t *testing.T) {
 	p, _ := New(f.cfg, Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if out := p.Process(ctx, f.req); out.Kind != Retry || f.scan.scanned {
+	if out := p.Process(ctx, f.req, ""); out.Kind != Retry || f.scan.scanned {
 		t.Fatalf("%+v", out)
 	}
 }
@@ -337,16 +352,16 @@ func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(f.store.objs, "media/u/p.jpg") // what the lost-reply delete did
-	if out := p.Process(context.Background(), f.req); out.Kind != Failed {
+	if out := p.Process(context.Background(), f.req, ""); out.Kind != Failed {
 		t.Fatalf("without a remembered verdict a missing object is a plain failure, got %s", out.Kind)
 	}
 	f.store.objs["media/u/p.jpg"] = jpegHeader
 	f.store.failDel = errors.New("reply lost")
-	if out := p.Process(context.Background(), f.req); out.Kind != Retry {
+	if out := p.Process(context.Background(), f.req, ""); out.Kind != Retry {
 		t.Fatalf("first delivery: %s %v", out.Kind, out.Err)
 	}
 	delete(f.store.objs, "media/u/p.jpg")
-	out := p.Process(context.Background(), f.req)
+	out := p.Process(context.Background(), f.req, "")
 	if out.Kind != Infected || out.Virus == nil || out.Response.Error != "virus detected: Eicar-Test" || f.images.called {
 		t.Fatalf("redelivery after the object was removed: %+v", out)
 	}

@@ -36,7 +36,7 @@ func (p *Pool) Acquire(ctx context.Context) (release func(), err error) {
 	return p.taken(), nil
 }
 
-// TryAcquire takes a slot only if one is free now.
+// TryAcquire takes a slot only if one is free now (the scan API answers 429 rather than queue).
 func (p *Pool) TryAcquire() (release func(), ok bool) {
 	select {
 	case p.ch <- struct{}{}:
@@ -66,6 +66,3 @@ func (p *Pool) Size() int { return cap(p.ch) }
 
 // Active is the number of slots held now.
 func (p *Pool) Active() int { return int(p.active.Load()) }
-
-// Free is the number of slots free now.
-func (p *Pool) Free() int { return cap(p.ch) - len(p.ch) }

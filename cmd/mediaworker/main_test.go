@@ -246,3 +246,21 @@ func TestConfigMasksNATSCredentials(t *testing.T) {
 		}
 	}
 }
+
+// --lanes takes a subset of the lanes; anything else stops `run` before it connects, naming the flag.
+func TestLanesFlag(t *testing.T) {
+	t.Setenv("MW_LANES", "video")
+	cfg := app.DefaultConfig()
+	c := newCommand("run", "", "")
+	bindCommon(c, &cfg)
+	bindRun(c, &cfg)
+	if _, err := c.parse(nil); err != nil || cfg.Lanes != "video" {
+		t.Fatalf("MW_LANES=video: lanes %q, %v", cfg.Lanes, err)
+	}
+	for _, bad := range []string{"images", "image,audio", ","} {
+		code, _, errs := run(t, "run", "--lanes", bad)
+		if code != exitUsage || !strings.Contains(errs, "--lanes") || !strings.Contains(errs, "lanes are image and video") {
+			t.Errorf("--lanes %q: exit %d, stderr %q; want a usage error naming --lanes", bad, code, errs)
+		}
+	}
+}

@@ -16,12 +16,12 @@ import (
 
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
-	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer | advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them on the NATS at --nats-url (idempotent).", "print [NAME] | apply")
+	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | consumer-image | consumer-video |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them on the NATS at --nats-url (idempotent).", "print [NAME] | apply")
 	bindCommon(c, &cfg)
 	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
 	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
-	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "consumer max ack pending: at least 5 × the slots of all instances")
+	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "max ack pending of each consumer (triage, each lane): at least 2 × the lane's slots of all instances")
 	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
 	outDir := ""
 	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
@@ -49,8 +49,12 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 func definitions(sc natsjs.Config) map[string]any {
 	s := sc.StreamConfigs()
-	return map[string]any{"requests": s[0], "responses": s[1], "dlq": s[2], "advisories": s[3],
+	defs := map[string]any{"requests": s[0], "responses": s[1], "dlq": s[2], "advisories": s[3],
 		"consumer": sc.ConsumerConfig(), "advisory-consumer": sc.AdvisoryConsumerConfig()}
+	for _, l := range natsjs.Lanes {
+		defs["consumer-"+string(l)] = sc.LaneConsumerConfig(l)
+	}
+	return defs
 }
 
 func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stderr io.Writer) int {
@@ -80,7 +84,7 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 	if len(which) > 0 {
 		d, ok := defs[which[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer or advisory-consumer)\n", which[0])
+			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer, consumer-image, consumer-video or advisory-consumer)\n", which[0])
 			return exitUsage
 		}
 		v = d
@@ -103,7 +107,8 @@ func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s and consumers %s, %s-advisories\n", cfg.Streams.RequestsStream(),
-		cfg.Streams.ResponsesStream(), cfg.Streams.DLQStream(), cfg.Streams.AdvisoryStream(), cfg.Streams.Durable, cfg.Streams.Durable)
+	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s and consumers %s (triage), %s, %s, %s-advisories\n", cfg.Streams.RequestsStream(),
+		cfg.Streams.ResponsesStream(), cfg.Streams.DLQStream(), cfg.Streams.AdvisoryStream(), cfg.Streams.Durable,
+		cfg.Streams.LaneDurable(natsjs.Lanes[0]), cfg.Streams.LaneDurable(natsjs.Lanes[1]), cfg.Streams.Durable)
 	return exitOK
 }

@@ -364,3 +364,26 @@ func minioCode(err error) string {
 	}
 	return ""
 }
+
+// ReadHead fetches the object's first n bytes with one ranged GET.
+func (s *Store) ReadHead(ctx context.Context, bucket, key string, n int) ([]byte, error) {
+	if err := s.check(bucket, key, true); err != nil {
+		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, err)
+	}
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	opts := minio.GetObjectOptions{}
+	if err := opts.SetRange(0, int64(n)-1); err != nil {
+		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, err)
+	}
+	obj, err := s.client.GetObject(ctx, bucket, key, opts)
+	if err != nil {
+		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, mapErr(err))
+	}
+	defer obj.Close()
+	buf, err := io.ReadAll(io.LimitReader(obj, int64(n)))
+	if err != nil {
+		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, mapErr(err))
+	}
+	return buf, nil
+}

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	t.Run("DownloadFile", func(t *testing.T) { testDownloadFile(t, open(t)) })
 	t.Run("UploadFile", func(t *testing.T) { testUploadFile(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
+	t.Run("ReadHead", func(t *testing.T) { testReadHead(t, open(t)) })
 	t.Run("GetCancel", func(t *testing.T) { testGetCancel(t, open(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelledContext(t, open(t)) })
 	t.Run("VariantMarker", func(t *testing.T) { testVariantMarker(t, open(t)) })
@@ -492,3 +493,24 @@ func testClose(t *testing.T, s objstore.Store) {
 }
 
 // --- helpers ---
+
+// ReadHead returns exactly the first bytes of a large object (many chunks or parts), all of a short one,
+// and ErrNotFound for a missing one: triage sniffs types from it.
+func testReadHead(t *testing.T, s objstore.Store) {
+	b := newBucket(t, s)
+	const size = 3<<20 + 7
+	if err := s.Put(ctx(t), b, "big.bin", payload(7, size), size, "application/octet-stream"); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	want, _ := io.ReadAll(io.LimitReader(payload(7, size), 3072))
+	got, err := objstore.ReadHead(ctx(t), s, b, "big.bin", 3072)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("ReadHead(3072) of %d bytes: %d bytes, equal %v, err %v", size, len(got), bytes.Equal(got, want), err)
+	}
+	putString(t, s, b, "short.txt", "tiny")
+	if got, err := objstore.ReadHead(ctx(t), s, b, "short.txt", 3072); err != nil || string(got) != "tiny" {
+		t.Fatalf("ReadHead of a 4-byte object: %q, %v", got, err)
+	}
+	_, err = objstore.ReadHead(ctx(t), s, b, "no/such.jpg", 3072)
+	requireNotFound(t, "ReadHead missing", err, "no/such.jpg")
+}

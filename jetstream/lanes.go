@@ -1,0 +1,86 @@
+package jetstream
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Lanes. Every request first goes through triage (the shared durable Config.Durable on the request
+// subject): the object is looked up and its head sniffed, and the request is copied, exactly once
+// (a deduplicating Nats-Msg-Id), to its kind's work subject <app>.media.optimize.work.<lane>. Each lane
+// has its own durable, shared by the instances serving it, and an instance pulls from a lane only when
+// it has a free slot of that kind: a pull is a slot, so a backlog in one lane never delays another.
+//
+// The work messages live in the requests stream, beside the requests, rather than in a stream of
+// their own:
+//   - one backlog: `nats stream info` shows all queued work, and --max-queued caps each subject
+//     (MaxMsgsPerSubject with DiscardNewPerSubject) — a cap on the whole stream would let a full
+//     stream of requests refuse triage's copies and stop every lane;
+//   - one sequence space: the advisory path finds a message by its sequence in one stream, whatever
+//     consumer gave up on it;
+//   - upgrades in place: the old single durable (on the request subject) becomes the triage consumer,
+//     so requests queued or in flight under the previous version are triaged, not lost.
+// A work-queue stream allows only consumers with non-overlapping filters: request, work.image and
+// work.video do not overlap.
+//
+// Triage runs in every instance (it is cheap: a stat and a 4 KiB read), so a site whose instances
+// serve disjoint lanes still triages every request.
+
+// Lanes are the kinds of work, each with its own subject, durable and pool of slots.
+var Lanes = []pipeline.MediaKind{pipeline.Image, pipeline.Video}
+
+// ParseLanes reads a --lanes value: a comma-separated subset of the lanes ("" or "all": every lane).
+func ParseLanes(s string) ([]pipeline.MediaKind, error) {
+	if s == "" || s == "all" {
+		return slices.Clone(Lanes), nil
+	}
+	var out []pipeline.MediaKind
+	for _, f := range strings.Split(s, ",") {
+		l := pipeline.MediaKind(strings.TrimSpace(f))
+		if !slices.Contains(Lanes, l) {
+			return nil, fmt.Errorf("unknown lane %q: lanes are image and video (e.g. --lanes image,video)", f)
+		}
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// WorkSubject is the subject triage routes lane's requests to.
+func (c Config) WorkSubject(lane pipeline.MediaKind) string {
+	return c.App + ".media.optimize.work." + string(lane)
+}
+
+// LaneDurable is the name of lane's shared durable consumer.
+func (c Config) LaneDurable(lane pipeline.MediaKind) string { return c.Durable + "-" + string(lane) }
+
+// LaneConsumerConfig returns lane's shared durable. Its MaxAckPending caps the lane's jobs across all
+// instances (in flight plus waiting for a retry); like triage's, it has no InactiveThreshold.
+func (c Config) LaneConsumerConfig(lane pipeline.MediaKind) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.LaneDurable(lane),
+		Description:   fmt.Sprintf("mediaworker instances serving the %s lane share this pull consumer", lane),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+		FilterSubject: c.WorkSubject(lane),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      c.Replicas,
+	}
+}
+
+// laneOf says which lane a message of the requests stream belongs to ("" for a request: triage).
+func (c Config) laneOf(subject string) pipeline.MediaKind {
+	for _, l := range Lanes {
+		if subject == c.WorkSubject(l) {
+			return l
+		}
+	}
+	return ""
+}

@@ -1,0 +1,211 @@
+package jetstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Triage routes each request once, and a lane job runs in its own lane only.
+func TestTriageRoutesEachRequestToItsLane(t *testing.T) {
+	r := newRig(t, nil, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
+	r.start()
+	photo, clip := uuid.NewString(), uuid.NewString()
+	r.publishKey(photo, "u/a.jpg")
+	r.publishKey(clip, "u/b.mp4")
+	r.awaitResponses(photo, 1)
+	r.awaitResponses(clip, 1)
+	r.awaitEmptyWorkQueue()
+	if got := r.proc.lanesOf(photo); !slices.Equal(got, []pipeline.MediaKind{pipeline.Image}) {
+		t.Errorf("photo ran in %v, want [image]", got)
+	}
+	if got := r.proc.lanesOf(clip); !slices.Equal(got, []pipeline.MediaKind{pipeline.Video}) {
+		t.Errorf("clip ran in %v, want [video]", got)
+	}
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 2 {
+		t.Errorf("%d responses stored, want 2", n)
+	}
+}
+
+// A lane job that finds the other kind after the download is re-routed, never finished in the wrong pool.
+func TestLaneMismatchIsReroutedOnce(t *testing.T) {
+	r := newRig(t, nil, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		if call == 1 {
+			return pipeline.Routed(pipeline.Video, "video/quicktime") // triage said image; the file says video
+		}
+		return success(req)
+	})
+	r.start()
+	id := uuid.NewString()
+	r.publishKey(id, "u/looks-like.jpg")
+	if got := r.awaitResponses(id, 1); !got[0].Success {
+		t.Fatalf("%+v", got[0])
+	}
+	r.awaitEmptyWorkQueue()
+	if got := r.proc.lanesOf(id); !slices.Equal(got, []pipeline.MediaKind{pipeline.Image, pipeline.Video}) {
+		t.Fatalf("ran in %v, want [image video]", got)
+	}
+}
+
+// An instance serving only the video lane triages everything but runs only videos; the image waits in
+// its lane for an instance that serves it.
+func TestInstanceServesOnlyItsLanes(t *testing.T) {
+	r := newRig(t, func(_ *natsjs.Config, w *natsjs.WorkerConfig) {
+		w.Lanes = map[pipeline.MediaKind]int{pipeline.Video: 1}
+	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
+	stop := r.start()
+	photo, clip := uuid.NewString(), uuid.NewString()
+	r.publishKey(photo, "u/a.jpg")
+	r.publishKey(clip, "u/b.mp4")
+	r.awaitResponses(clip, 1)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image))
+		if info.NumPending != 1 || info.Delivered.Consumer != 0 {
+			return fmt.Errorf("image lane: %d pending, %d delivered; want 1 and 0", info.NumPending, info.Delivered.Consumer)
+		}
+		return nil
+	})
+	if n := r.proc.callsOf(photo); n != 0 {
+		t.Fatalf("a video-only instance ran the photo %d times", n)
+	}
+	stop()
+	// An instance with the image lane picks it up.
+	r.wcfg.Lanes = map[pipeline.MediaKind]int{pipeline.Image: 1}
+	r.start()
+	if got := r.awaitResponses(photo, 1); !got[0].Success || !slices.Equal(r.proc.lanesOf(photo), []pipeline.MediaKind{pipeline.Image}) {
+		t.Fatalf("photo: %+v in %v", got[0], r.proc.lanesOf(photo))
+	}
+}
+
+// Issue 12 item 6: requests queued by the previous version (one durable on the request subject, the
+// stream holding only that subject) are processed after an upgrade, the one a dead worker held too.
+func TestUpgradeFromTheSingleConsumerLayout(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.AckWait = 2 * time.Second }, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		return success(req)
+	})
+	ctx := context.Background()
+	// The rig provisioned the new layout; put the old one in its place, as the previous version left it.
+	for _, name := range []string{r.cfg.RequestsStream(), r.cfg.AdvisoryStream()} {
+		if err := r.js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := r.cfg.StreamConfigs()[0]
+	old.Subjects = []string{r.cfg.Subjects().Request}
+	if _, err := r.js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	oldAdv := r.cfg.StreamConfigs()[3]
+	oldAdv.Subjects = []string{fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", r.cfg.RequestsStream(), r.cfg.Durable)}
+	if _, err := r.js.CreateStream(ctx, oldAdv); err != nil {
+		t.Fatal(err)
+	}
+	oldCons := jetstream.ConsumerConfig{Durable: r.cfg.Durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second,
+		MaxDeliver: 5, MaxAckPending: 64, FilterSubject: r.cfg.Subjects().Request, DeliverPolicy: jetstream.DeliverAllPolicy}
+	cons, err := r.js.CreateConsumer(ctx, r.cfg.RequestsStream(), oldCons)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		id := uuid.NewString()
+		ids = append(ids, id)
+		r.publish(id)
+	}
+	// The old worker took the first one and died with it.
+	if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The new version starts: it provisions (in place) and runs.
+	if err := natsjs.Provision(ctx, r.js, r.cfg); err != nil {
+		t.Fatalf("provisioning over the old layout: %v", err)
+	}
+	r.start()
+	for _, id := range ids {
+		if got := r.awaitResponses(id, 1); !got[0].Success {
+			t.Fatalf("%s: %+v", id, got[0])
+		}
+	}
+	r.awaitEmptyWorkQueue()
+	for _, id := range ids {
+		if n := r.proc.callsOf(id); n != 1 {
+			t.Errorf("%s ran %d times, want 1", id, n)
+		}
+	}
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 3 {
+		t.Errorf("%d responses stored, want 3", n)
+	}
+}
+
+func (r *rig) consumerInfo(durable string) *jetstream.ConsumerInfo {
+	r.t.Helper()
+	c, err := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), durable)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return info
+}
+
+// Issue 10 item 4: at most one outcome per request, also after the duplicate window. The request is
+// settled; then, past the (short) window, a second copy of its lane message arrives, as when triage's
+// ack was lost and the request was routed again. It is acked without running; one response is stored.
+func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.DuplicateWindow = time.Second },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
+	r.start()
+	id := uuid.NewString()
+	r.publish(id)
+	r.awaitResponses(id, 1)
+	r.awaitEmptyWorkQueue()
+
+	// The copy triage published, as it is stored: same request sequence, same route id.
+	s, err := r.js.Stream(context.Background(), r.cfg.RequestsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := s.Info(context.Background())
+	routeSeq := info.State.LastSeq // request 1, its route 2
+	reqSeq := routeSeq - 1
+	m := nats.NewMsg(r.cfg.WorkSubject(pipeline.Image))
+	m.Data, _ = json.Marshal(contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
+	m.Header.Set(natsjs.HeaderRequestSeq, fmt.Sprint(reqSeq))
+	routeID := fmt.Sprintf("route/%s/%d/image", r.cfg.RequestsStream(), reqSeq)
+	// Publish again until the stream takes it: the duplicate window has passed then.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		ack, err := r.js.PublishMsg(context.Background(), m, jetstream.WithMsgID(routeID))
+		if err != nil {
+			return err
+		}
+		if ack.Duplicate {
+			return errors.New("still inside the duplicate window")
+		}
+		return nil
+	})
+	r.awaitEmptyWorkQueue()
+	if n := r.proc.callsOf(id); n != 1 {
+		t.Fatalf("the late duplicate ran the job again: %d runs", n)
+	}
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
+		t.Fatalf("%d responses stored, want 1", n)
+	}
+	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.Delivered.Consumer != 2 || info.NumAckPending != 0 {
+		t.Fatalf("image lane delivered %d (ack pending %d); want both copies delivered and acked", info.Delivered.Consumer, info.NumAckPending)
+	}
+}

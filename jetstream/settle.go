@@ -1,0 +1,312 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/tracing"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Settlement: one function, settle, turns an outcome into the events it owes and then exactly one of
+// Ack, Term or Nak. Everything a message can end in passes through it: triage's routes and refusals,
+// a lane job's outcome, the retry path's giving up, and the max-deliveries advisory's.
+
+// HeaderRequestSeq on a lane's work message is the sequence of the request it came from: the request's
+// identity for response ids, dead letters and the settled-requests memory.
+const HeaderRequestSeq = "Mw-Request-Seq"
+
+// delivery is one message being settled: a request (triage), a lane's work message, or, from the
+// advisory path, a message whose worker died on its last delivery (msg is nil then).
+type delivery struct {
+	lane       pipeline.MediaKind // "" for triage
+	data       []byte
+	header     nats.Header
+	seq        uint64    // this message's sequence in the requests stream
+	reqSeq     uint64    // the request's sequence (= seq for a request)
+	published  time.Time // when the request was stored
+	deliveries uint64
+	req        contracts.Request // as far as it parsed
+	msg        jetstream.Msg
+	// lastChance: the advisory's last attempt; a DLQ copy that still fails is logged and skipped.
+	lastChance bool
+}
+
+func newDelivery(lane pipeline.MediaKind, msg jetstream.Msg, meta *jetstream.MsgMetadata) *delivery {
+	d := &delivery{lane: lane, data: msg.Data(), header: msg.Headers(), seq: meta.Sequence.Stream,
+		published: meta.Timestamp, deliveries: meta.NumDelivered, msg: msg}
+	d.reqSeq, d.published = requestOrigin(d.header, d.seq, d.published)
+	return d
+}
+
+// requestOrigin reads the request's sequence and time from a work message's headers (a request is its
+// own origin).
+func requestOrigin(h nats.Header, seq uint64, published time.Time) (uint64, time.Time) {
+	if s, err := strconv.ParseUint(h.Get(HeaderRequestSeq), 10, 64); err == nil && s > 0 {
+		seq = s
+		if t, err := time.Parse(time.RFC3339Nano, h.Get(HeaderPublishedAt)); err == nil {
+			published = t
+		}
+	}
+	return seq, published
+}
+
+// errHandedBack says the settlement could not publish what it owes; the message was handed back.
+var errHandedBack = errors.New("handed back for another delivery")
+
+// settle publishes what out owes and settles the delivery; it is the only place that does either.
+// A publish that fails hands the message back (or, on the advisory path, returns the error so the
+// advisory is retried).
+func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, log zerolog.Logger) error {
+	if out.Kind == pipeline.Retry {
+		switch {
+		case errors.Is(context.Cause(ctx), ErrDraining):
+			// Not the job's fault: hand it back at once for another instance.
+			w.nak(d, 0)
+			log.Info().Msg("job stopped by shutdown; handed back for redelivery")
+			w.observe("handed_back", out.MediaKind, d)
+			return nil
+		case d.deliveries < uint64(w.cfg.MaxDeliver):
+			delay := w.backoff(d.deliveries)
+			log.Warn().Err(out.Err).Dur("retry_in", delay).Msg("job failed; will retry")
+			w.nak(d, delay)
+			w.observe("retry", out.MediaKind, d)
+			return nil
+		}
+		out = pipeline.GaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
+	}
+
+	for _, m := range w.events(d, out) {
+		if err := w.publish(ctx, m.msg, m.id); err != nil {
+			if m.deadLetter && d.lastChance {
+				log.Error().Err(err).Str("payload", string(d.data)).Msg("dead-lettering failed on the last attempt; removing the request without a DLQ copy")
+				continue
+			}
+			log.Warn().Err(err).Str("outcome", out.Kind.String()).Msg("publishing the outcome failed; handing the message back")
+			if out.Kind == pipeline.GaveUp && d.deliveries >= uint64(w.cfg.MaxDeliver) {
+				w.nak(d, 0) // the max-deliveries advisory finishes the job (runAdvisories)
+			} else {
+				w.nak(d, w.backoff(d.deliveries))
+			}
+			return fmt.Errorf("%w: %w", errHandedBack, err)
+		}
+	}
+
+	// Remembered before the ack: a redelivery after a lost ack finds it (settled.go).
+	if state := settledState(d, out); state != "" {
+		// Like the publishes: a job that finished as the drain timed out is still recorded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
+		err := w.done.remember(rctx, d.reqSeq, state)
+		cancel()
+		if err != nil {
+			log.Warn().Err(err).Msg("recording the settlement failed; handing the message back")
+			w.nak(d, w.backoff(d.deliveries))
+			return fmt.Errorf("%w: %w", errHandedBack, err)
+		}
+	}
+	switch out.Kind {
+	case pipeline.Success, pipeline.Infected, pipeline.Route:
+		// The events are out; should the ack be lost, a redelivery republishes them under the same
+		// Nats-Msg-Ids and the streams drop the copies.
+		if err := w.ack(ctx, d); err != nil {
+			log.Warn().Err(err).Msg("ack not confirmed")
+		}
+	case pipeline.Failed:
+		w.term(ctx, d, out.Response.Error)
+	case pipeline.GaveUp:
+		w.term(ctx, d, "moved to DLQ: "+out.Reason)
+	}
+	w.report(out, d, log)
+	return nil
+}
+
+// settledState is what the settled-requests memory records for out: triage's route, or an end.
+func settledState(d *delivery, out pipeline.Outcome) string {
+	switch {
+	case out.Kind != pipeline.Route:
+		return settledFinal
+	case d.lane == "":
+		return settledRouted
+	}
+	return "" // a lane's re-route: the request is still on its way
+}
+
+// report logs and counts a settled outcome.
+func (w *Worker) report(out pipeline.Outcome, d *delivery, log zerolog.Logger) {
+	switch out.Kind {
+	case pipeline.Success:
+		log.Info().Int("variants", len(out.Response.Processed)).Msg("job succeeded")
+		w.observe("success", out.MediaKind, d)
+	case pipeline.Infected:
+		log.Warn().Str("virus", out.Virus.VirusName).Str("action", out.Virus.ActionTaken).Msg("virus detected")
+		w.observe("infected", out.MediaKind, d)
+	case pipeline.Route:
+		log.Debug().Str("to", string(out.MediaKind)).Str("mime", out.MIME).Msg("routed")
+		w.observe("routed", out.MediaKind, d)
+	case pipeline.Failed:
+		var pe *contracts.ParseError
+		if errors.As(out.Err, &pe) {
+			log.Info().Str("error", out.Response.Error).Msg("request refused")
+			w.observe("invalid", "", d)
+			return
+		}
+		log.Info().Str("error", out.Response.Error).Msg("job failed permanently")
+		w.observe("failed", out.MediaKind, d)
+	case pipeline.GaveUp:
+		log.Error().Err(out.Err).Str("reason", out.Reason).Msg("job gave up; request moved to the dead-letter stream")
+		w.observe("dead_lettered", out.MediaKind, d)
+	}
+}
+
+// event is one message an outcome owes, with its deduplicating id.
+type event struct {
+	msg        *nats.Msg
+	id         string
+	deadLetter bool
+}
+
+// events lists what out owes, in order: the API is answered before the DLQ copy (which is for
+// operators and must never hold up the answer), the virus event before the virus response.
+func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
+	subj := w.cfg.Subjects()
+	var evs []event
+	respond := func(suffix string) {
+		if out.Response.MediaID != "" {
+			evs = append(evs, event{msg: jsonMsg(subj.Response, out.Response), id: w.responseID(d, suffix)})
+		}
+	}
+	switch out.Kind {
+	case pipeline.Success:
+		respond("success")
+	case pipeline.Failed:
+		respond("failed")
+	case pipeline.Infected:
+		evs = append(evs, event{msg: jsonMsg(subj.Virus, out.Virus), id: w.responseID(d, "virus-event")})
+		respond("virus")
+	case pipeline.Route:
+		m := nats.NewMsg(w.cfg.WorkSubject(out.MediaKind))
+		m.Data = d.data
+		copyHeaders(m.Header, d.header)
+		m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.reqSeq, 10))
+		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
+		evs = append(evs, event{msg: m, id: fmt.Sprintf("route/%s/%d/%s", w.cfg.RequestsStream(), d.reqSeq, out.MediaKind)})
+	case pipeline.GaveUp:
+		respond("gave-up")
+		m, id := w.deadLetterMsg(d, out.Reason, out.Err)
+		evs = append(evs, event{msg: m, id: id, deadLetter: true})
+	}
+	return evs
+}
+
+// responseID is unique per request (its stream sequence) and outcome: redeliveries share it, and so do
+// triage and the lanes.
+func (w *Worker) responseID(d *delivery, outcome string) string {
+	return fmt.Sprintf("%s/%d/%s", d.req.MediaID, d.reqSeq, outcome)
+}
+
+func jsonMsg(subject string, v any) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data, _ = json.Marshal(v) // our own event types: they always encode
+	return m
+}
+
+// publishAttempts is how often an outcome's publish is tried before the message is handed back. The
+// work is done by then (and an infected upload already deleted), so retrying here beats redoing it.
+const publishAttempts = 3
+
+// publish sends m with a publish ack and a Nats-Msg-Id, so a redelivered job's second copy is dropped by
+// the stream's duplicate window. It retries a failed publish in place.
+func (w *Worker) publish(ctx context.Context, m *nats.Msg, msgID string) error {
+	for attempt := 1; ; attempt++ {
+		err := w.publishOnce(ctx, m, msgID)
+		if err == nil || attempt == publishAttempts {
+			return err
+		}
+		sleepCtx(context.WithoutCancel(ctx), time.Duration(attempt)*time.Second)
+	}
+}
+
+func (w *Worker) publishOnce(ctx context.Context, m *nats.Msg, msgID string) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
+	defer cancel()
+	pctx, span := tracing.Tracer().Start(pctx, "publish "+m.Subject, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	tracing.Inject(pctx, m.Header) // the API's consumer (or the lane) continues the trace
+	start := time.Now()
+	if _, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(msgID)); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		w.publishFailed(m.Subject)
+		return fmt.Errorf("publishing to %s: %w", m.Subject, err)
+	}
+	if w.obs != nil {
+		w.obs.Published(m.Subject, time.Since(start))
+	}
+	return nil
+}
+
+// ack acknowledges and waits for the server to confirm it. On the advisory path the message is
+// removed from the work queue instead (its consumer gave up on it).
+func (w *Worker) ack(ctx context.Context, d *delivery) error {
+	if d.msg == nil {
+		return w.remove(ctx, d)
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
+	defer cancel()
+	return d.msg.DoubleAck(actx)
+}
+
+func (w *Worker) term(ctx context.Context, d *delivery, reason string) {
+	if d.msg == nil {
+		if err := w.remove(ctx, d); err != nil {
+			w.log.Warn().Err(err).Uint64("seq", d.seq).Msg("removing a settled message failed")
+		}
+		return
+	}
+	_ = d.msg.TermWithReason(clipReason(reason))
+}
+
+func (w *Worker) nak(d *delivery, delay time.Duration) {
+	if d.msg == nil {
+		return // the advisory is retried instead
+	}
+	if delay <= 0 {
+		_ = d.msg.Nak()
+		return
+	}
+	_ = d.msg.NakWithDelay(delay)
+}
+
+// remove deletes a message its consumer gave up on from the work queue (at MaxDeliver it would
+// otherwise stay there for ever).
+func (w *Worker) remove(ctx context.Context, d *delivery) error {
+	s, err := w.js.Stream(ctx, w.cfg.RequestsStream())
+	if err != nil {
+		return fmt.Errorf("opening the requests stream: %w", err)
+	}
+	if err := s.DeleteMsg(ctx, d.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("removing message %d from the work queue: %w", d.seq, err)
+	}
+	return nil
+}
+
+func (w *Worker) observe(outcome string, kind pipeline.MediaKind, d *delivery) {
+	if w.obs != nil {
+		w.obs.Settled(outcome, kind, d.deliveries)
+	}
+}
+
+func (w *Worker) publishFailed(subject string) {
+	if w.obs != nil {
+		w.obs.PublishFailed(subject)
+	}
+}

@@ -1,0 +1,93 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The settled-requests memory: at most one outcome per request, also after the duplicate window.
+// Every outcome is published under a Nats-Msg-Id, so a redelivery within the window (a lost ack, a
+// worker that died after publishing) republishes into the streams' dedupe and nothing doubles. A
+// redelivery after the window (an ack lost at the end of a long job) would store a second outcome;
+// so every settlement is also written here, keyed by the request's stream sequence, before the ack,
+// and a delivery of a request found here is acked without running again.
+
+// SettledBucket is the key-value bucket of settled requests.
+func (c Config) SettledBucket() string { return c.streamPrefix() + "_MEDIA_SETTLED" }
+
+func (c Config) settledConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      c.SettledBucket(),
+		Description: "requests mediaworker settled, by request stream sequence: a late redelivery is acked without running again",
+		// A redelivery comes within MaxDeliver × (AckWait + backoff) of the settlement, minutes; the
+		// responses' age is far beyond that and bounds what an API could still compare against.
+		TTL:      c.ResponseMaxAge,
+		Storage:  jetstream.FileStorage,
+		Replicas: c.Replicas,
+	}
+}
+
+// Settled values: triage routed the request, or its lane settled it for good.
+const (
+	settledRouted = "routed"
+	settledFinal  = "final"
+)
+
+// settledMemory is the bucket, opened on first use.
+type settledMemory struct {
+	js  jetstream.JetStream
+	cfg Config
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+func (m *settledMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.kv != nil {
+		return m.kv, nil
+	}
+	kv, err := m.js.KeyValue(ctx, m.cfg.SettledBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = m.js.CreateOrUpdateKeyValue(ctx, m.cfg.settledConfig())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s: %w", m.cfg.SettledBucket(), err)
+	}
+	m.kv = kv
+	return kv, nil
+}
+
+// recall says how far the request went: "" (not settled), settledRouted or settledFinal.
+func (m *settledMemory) recall(ctx context.Context, reqSeq uint64) (string, error) {
+	kv, err := m.bucket(ctx)
+	if err != nil {
+		return "", err
+	}
+	e, err := kv.Get(ctx, strconv.FormatUint(reqSeq, 10))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading settled request %d: %w", reqSeq, err)
+	}
+	return string(e.Value()), nil
+}
+
+// remember records how far the request went.
+func (m *settledMemory) remember(ctx context.Context, reqSeq uint64, state string) error {
+	kv, err := m.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, strconv.FormatUint(reqSeq, 10), []byte(state)); err != nil {
+		return fmt.Errorf("recording settled request %d: %w", reqSeq, err)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/objstore"
+)
+
+// Triage is the cheap first look at a request: the object is looked up and its first bytes sniffed
+// (one ranged read, no download, no scratch space), and the outcome routes it to its kind's lane. What
+// can be told without the whole file ends here: missing, empty, too large (none of them can be scanned).
+// Every other outcome of triage is Retry (the store is down or stalled).
+func (p *Pipeline) Triage(ctx context.Context, req contracts.Request) Outcome {
+	j := &job{req: req}
+	j.ctx, j.cancel = context.WithTimeoutCause(ctx, p.cfg.JobTimeout, ErrStalled)
+	defer j.cancel()
+	j.out = Outcome{Kind: Success}
+	start := p.now()
+	out := p.triage(j)
+	if p.observer != nil {
+		p.observer.StageDone(out.MediaKind, "triaging", p.now().Sub(start), out.Err)
+	}
+	return out
+}
+
+func (p *Pipeline) triage(j *job) Outcome {
+	stopped := func(err error) error {
+		if j.ctx.Err() != nil {
+			return p.stopped(j.ctx, "triaging", p.cfg.JobTimeout)
+		}
+		return err
+	}
+	if _, err := p.stat(j.ctx, j); err != nil {
+		return p.fail(j, stopped(err))
+	}
+	if j.out.Kind == Infected { // removed on an earlier delivery
+		return j.out
+	}
+	head, err := objstore.ReadHead(j.ctx, p.store, j.req.S3Bucket, j.req.S3Key, SniffBytes)
+	if err != nil {
+		if objstore.IsPermanent(err) {
+			return p.fail(j, permanent("downloading", err))
+		}
+		return p.fail(j, stopped(transient("downloading", err)))
+	}
+	mime, kind, err := DetectBytes(head)
+	if err != nil {
+		// Not a type we transform, but still scanned before it is refused: an infected upload of any
+		// type is reported and removed (outcome "infected"), never left in the bucket as merely
+		// "unsupported". The image lane is the cheap one; its detection refuses the type after the scan.
+		return Routed(Image, mime)
+	}
+	return Routed(kind, mime)
+}
