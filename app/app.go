@@ -111,15 +111,23 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	}
 	images.UseFFmpeg(videos) // APNG and AVIF sequences, under the video limits
 
+	// While clamd, the store or scratch space is down the pull loops take nothing, so an outage does not
+	// burn deliveries; a job's failed fetch, scan or upload makes the watcher look at once.
+	deps, err := a.watchDeps(context.WithoutCancel(ctx), DefaultDepsConfig())
+	if err != nil {
+		return nil, err
+	}
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
-		Observer: a.metrics, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
+		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
 		SignURL: a.signURL(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, cfg.workerConfig(), a.consoleParts().track(pipe), a.metrics, log); err != nil {
+	wcfg := cfg.workerConfig()
+	wcfg.Admission = deps
+	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, a.consoleParts().track(pipe), a.metrics, log); err != nil {
 		return nil, err
 	}
 	a.metrics.watchLanes(a.worker.Slots())

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/rs/zerolog"
 )
 
@@ -280,4 +281,19 @@ func (a *App) watchDeps(ctx context.Context, cfg DepsConfig) (*Deps, error) {
 	d.Start(ctx)
 	a.closers = append(a.closers, d.Close)
 	return d, nil
+}
+
+// reportingObserver is the metrics observer that also tells the watcher when a stage that depends on
+// clamd, the store or scratch space failed, so intake stops after one failed job.
+type reportingObserver struct {
+	*metrics
+	deps *Deps
+}
+
+func (o reportingObserver) StageDone(kind pipeline.MediaKind, stage string, d time.Duration, err error) {
+	o.metrics.StageDone(kind, stage, d, err)
+	switch stage {
+	case "downloading", "scanning", "uploading", "triaging":
+		o.deps.Report(err)
+	}
 }
