@@ -74,6 +74,7 @@ type memoryPoint struct {
 	label      string
 	rss, hwm   int64
 	goroutines float64
+	cpu        time.Duration // the worker process's CPU time so far (its GC included; ffmpeg's not)
 	ok, failed int
 }
 
@@ -124,6 +125,9 @@ func (b *bencher) memoryPhase() (err error) {
 			return memoryPoint{}, err
 		}
 		p.goroutines = met["go_goroutines"]
+		if p.cpu, err = bench.ProcessCPU(w.Pid()); err != nil {
+			return memoryPoint{}, err
+		}
 		return p, nil
 	}
 	first, err := read("idle, after start")
@@ -163,8 +167,8 @@ func (b *bencher) memoryPhase() (err error) {
 		}
 		r.ok, r.failed = p.ok, p.failed
 		points = append(points, r)
-		b.logf("memory: pass %d: %d ok, %d failed; VmRSS %s, VmHWM %s, %v goroutines", pass, r.ok, r.failed,
-			mib(float64(r.rss)), mib(float64(r.hwm)), r.goroutines)
+		b.logf("memory: pass %d: %d ok, %d failed; VmRSS %s, VmHWM %s, %v goroutines, worker CPU %s", pass, r.ok, r.failed,
+			mib(float64(r.rss)), mib(float64(r.hwm)), r.goroutines, r.cpu.Round(time.Millisecond))
 	}
 	took := time.Since(start)
 	last := points[len(points)-1]
@@ -175,15 +179,16 @@ func (b *bencher) memoryPhase() (err error) {
 		mib(float64(last.hwm)), "≤ 300 MiB", atMost(float64(last.hwm), memoryHWMTarget))
 	var rows [][]string
 	for _, p := range points {
-		rows = append(rows, []string{p.label, fmt.Sprint(p.ok), fmt.Sprint(p.failed), mib(float64(p.rss)), mib(float64(p.hwm)), fmt.Sprint(p.goroutines)})
+		rows = append(rows, []string{p.label, fmt.Sprint(p.ok), fmt.Sprint(p.failed), mib(float64(p.rss)), mib(float64(p.hwm)),
+			fmt.Sprint(p.goroutines), secs(p.cpu.Seconds())})
 	}
 	b.rep.section("Memory: peak RSS over a mixed corpus",
 		"One worker with the default slots (%d image, %d video), %d passes of %d files queued at once: %d test "+
 			"images that Go and %s ship (some truncated or corrupt on purpose: those end in failure responses), "+
 			"the %d generated 12–24 MP photos, the small photo and the %d clips. %s in all. VmHWM is the worker "+
-			"process's peak (libvips and the embedded NATS included; ffmpeg is its own process).\n\n%s",
+			"process's peak (libvips and the embedded NATS included; ffmpeg is its own process, and so is not in the worker's CPU either).\n\n%s",
 		imageJobs, videoJobs, memoryPasses, len(files), len(real), xImageVersion, len(b.corpus.Photos), len(b.corpus.Clips),
 		took.Round(time.Second),
-		table([]string{"when", "ok", "failed", "VmRSS", "VmHWM", "goroutines"}, rows))
+		table([]string{"when", "ok", "failed", "VmRSS", "VmHWM", "goroutines", "worker CPU (cumulative)"}, rows))
 	return nil
 }
