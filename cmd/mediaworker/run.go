@@ -66,6 +66,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return failStart(stderr, exitFailure, err)
 	}
+	if tuneGoMemory() {
+		log.Debug().Int("gogc", defaultGOGC).Int64("gomemlimit", defaultGoMemLimit).Msg("Go GC tuned for a bounded peak (set GOGC or GOMEMLIMIT to choose yourself)")
+	}
 	shutdownTracing, err := tracing.Setup(ctx, version)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot set up tracing (check the OTEL_* variables)")
