@@ -18,6 +18,9 @@ import (
 // probes each dependency on an interval (and at once when a job reports trouble), and Wait blocks while
 // any is down, so nothing is pulled until every dependency answers again.
 
+// The pull loop's admission check (jetstream.Admission) is exactly Wait.
+var _ interface{ Wait(context.Context) error } = (*Deps)(nil)
+
 // Probe checks one dependency; nil means it is usable.
 type Probe struct {
 	Name  string
