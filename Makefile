@@ -23,8 +23,8 @@ fuzz:
 	go test ./scanner -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 60s
 	go test ./transcoder -run '^$$' -fuzz '^FuzzParseMoov$$' -fuzztime 60s
 
-# Benchmarks against the raw tools; writes bench/RESULTS.md (about 25 minutes on 2 cores, most of it
-# the 10,000-job memory run; `bash bench/run.sh -quick` takes about 6).
+# Benchmarks against the raw tools; writes bench/RESULTS.md (about 32 minutes on 2 cores, most of it
+# the 10,000-job memory run and the mixed-corpus peak-memory run; `bash bench/run.sh -quick` takes about 9).
 bench:
 	bash bench/run.sh
 

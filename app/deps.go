@@ -19,6 +19,9 @@ import (
 // probes each dependency on an interval (and at once when a job reports trouble), and Wait blocks while
 // any is down, so nothing is pulled until every dependency answers again.
 
+// The pull loop's admission check (jetstream.Admission) is exactly Wait.
+var _ interface{ Wait(context.Context) error } = (*Deps)(nil)
+
 // Probe checks one dependency; nil means it is usable.
 type Probe struct {
 	Name  string
@@ -141,6 +144,23 @@ func (d *Deps) Report(err error) {
 	case d.kick <- struct{}{}:
 	default: // a probe is already asked for
 	}
+}
+
+// DownNow reports whether a dependency is down, probing at once unless one is known to be down
+// already. The worker asks it when a job failed for a transient cause, to hold that job through an
+// outage instead of spending its deliveries on it; a recent "up" is no evidence then (the job has just
+// met the outage before any probe did), so it is probed again.
+func (d *Deps) DownNow(ctx context.Context) bool {
+	d.mu.Lock()
+	down := !d.allUpLocked()
+	d.mu.Unlock()
+	if down {
+		return true
+	}
+	d.probeAll(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.allUpLocked()
 }
 
 // Down names the dependencies that are down with their errors, sorted; empty when all are up.

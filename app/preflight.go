@@ -74,7 +74,8 @@ func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
-		pctx, pcancel := context.WithTimeout(wctx, 5*time.Second)
+		// Each PING has its own budget, so a wait of 0 still asks once.
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		err = s.Ping(pctx)
 		pcancel()
 		if err == nil {

@@ -1,18 +1,14 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
-	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
 )
 
@@ -174,91 +170,59 @@ func TestMinIOOutageBacksOffThenSucceeds(t *testing.T) {
 	t.Logf("%d requests, %d deliveries (%d during the 10 s outage)", len(ids), deliveries, mid)
 }
 
-// MinIO down for good with MaxDeliver 3: every request is dead-lettered with the original payload and
-// answered with a failure; `mediaworker dlq replay` after MinIO is back turns them into successes.
-func TestMinIODownForGoodDeadLettersThenReplay(t *testing.T) {
-	clamd := testenv.StartClamd(t)
-	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
-	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
-		args: []string{"--max-deliver", "3", "--backoff-base", "200ms", "--backoff-max", "500ms"}})
-	l := newLedger(t, srv.ClientURL())
-	c := newClient(t, l, m, 1)
+// Issue 10: an outage of a dependency the jobs need never consumes deliveries. With MaxDeliver 3 and a
+// retry budget of about a second, clamd or MinIO goes away for 12 s while photos are submitted: the worker
+// stops pulling (its dependency watcher holds every lane), nothing is dead-lettered or answered during
+// the outage, and when the dependency is back every photo succeeds, once. Before the watcher, each of
+// these requests gave up after 3 deliveries.
+func TestOutageLongerThanTheRetryBudgetDeadLettersNothing(t *testing.T) {
+	for _, dep := range []string{"clamd", "minio"} {
+		t.Run(dep, func(t *testing.T) {
+			clamd := testenv.StartClamd(t)
+			srv := testenv.StartNATS(t)
+			m := testenv.StartMinIO(t)
+			startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
+				args: []string{"--max-deliver", "3", "--backoff-base", "200ms", "--backoff-max", "500ms"}})
+			l := newLedger(t, srv.ClientURL())
+			c := newClient(t, l, m, 1)
 
-	src := testenv.MakeJPEG(t, t.TempDir(), 640, 480)
-	payloads := map[string][]byte{}
-	for i := range 3 {
-		c.upload(src, fmt.Sprintf("u%d/photo.jpg", i))
-	}
-	m.Stop()
-	var ids []string
-	for i := range 3 {
-		id := c.request(fmt.Sprintf("u%d/photo.jpg", i))
-		ids = append(ids, id)
-	}
-	l.await(ids, 2*time.Minute)
-	for _, id := range ids {
-		r := l.one(id)
-		if r.Success || !strings.HasPrefix(r.Error, "gave up after 3 deliveries") {
-			t.Errorf("%s: %+v, want a gave-up failure", id, r)
-		}
-	}
-	l.awaitDLQ(len(ids), 30*time.Second)
-	l.awaitEmptyQueue(30 * time.Second)
-	for _, dl := range l.deadLetters() {
-		req, err := contracts.ParseRequest(dl.data)
-		if err != nil {
-			t.Errorf("dead letter #%d is not the original request: %v", dl.seq, err)
-			continue
-		}
-		payloads[req.MediaID] = dl.data
-		for h, want := range map[string]string{natsjs.HeaderReason: "max-deliveries", natsjs.HeaderDeliveries: "3"} {
-			if got := dl.header.Get(h); got != want {
-				t.Errorf("dead letter of %s: %s = %q, want %q", req.MediaID, h, got, want)
+			src := testenv.MakeJPEG(t, t.TempDir(), 640, 480)
+			for i := range 5 {
+				c.upload(src, fmt.Sprintf("u%d/photo.jpg", i))
 			}
-		}
-		if dl.header.Get(natsjs.HeaderLastError) == "" || dl.header.Get(natsjs.HeaderStreamSeq) == "" {
-			t.Errorf("dead letter of %s lacks the last error or origin sequence: %v", req.MediaID, dl.header)
-		}
-	}
-	for _, id := range ids {
-		if payloads[id] == nil {
-			t.Errorf("no dead letter for %s", id)
-		}
-	}
-
-	// Replay, as an operator would once the store is back.
-	m.Start()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, workerBin, "dlq", "replay", "--all", "--nats-url", srv.ClientURL())
-	cmd.Env = workerEnv()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("mediaworker dlq replay --all: %v\n%s", err, out.String())
-	}
-	t.Logf("dlq replay: %s", strings.TrimSpace(out.String()))
-	testenv.Eventually(t, 2*time.Minute, func() error {
-		if err := l.sync(); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			rs := l.responsesOf(id)
-			if len(rs) < 2 {
-				return fmt.Errorf("%s: %d responses, waiting for the replay's", id, len(rs))
+			stop, start := clamd.Stop, clamd.Start
+			if dep == "minio" {
+				stop, start = m.Stop, m.Start
 			}
-		}
-		return nil
-	})
-	for _, id := range ids {
-		rs := l.responsesOf(id)
-		if len(rs) != 2 || !rs[1].Success {
-			t.Errorf("%s after replay: %+v, want the gave-up failure then one success", id, rs)
-		}
+			stop()
+			var ids []string
+			for i := range 5 {
+				ids = append(ids, c.request(fmt.Sprintf("u%d/photo.jpg", i)))
+			}
+			// The outage outlasts the retry budget many times over.
+			outage := time.Now().Add(12 * time.Second)
+			for time.Now().Before(outage) {
+				if err := l.sync(); err != nil {
+					t.Fatal(err)
+				}
+				if n := l.total(); n != 0 {
+					t.Fatalf("%d responses during the %s outage; want none until it is back:\n%s", n, dep, l.state())
+				}
+				if dls := l.deadLetters(); len(dls) != 0 {
+					t.Fatalf("%d dead letters during the %s outage:\n%s", len(dls), dep, l.state())
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			start()
+			l.await(ids, 2*time.Minute)
+			expectSuccess(t, l, ids)
+			if dls := l.deadLetters(); len(dls) != 0 {
+				t.Errorf("%d dead letters after the %s outage", len(dls), dep)
+			}
+			l.awaitEmptyQueue(30 * time.Second)
+			t.Logf("%d photos through a 12 s %s outage with MaxDeliver 3: all succeeded, %d deliveries in all", len(ids), dep, l.deliveries())
+		})
 	}
-	l.awaitEmptyQueue(30 * time.Second)
-	l.awaitEmptyStream(streams.DLQStream(), 10*time.Second) // replayed dead letters are removed
 }
 
 // An infected upload is removed before the virus event is out. If the event cannot be published at that

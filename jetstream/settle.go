@@ -76,6 +76,11 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 			log.Info().Msg("job stopped by shutdown; handed back for redelivery")
 			w.observe("handed_back", out.MediaKind, d)
 			return nil
+		case d.deliveries < uint64(w.cfg.MaxDeliver) && w.holdThroughOutage(ctx, d, log):
+			w.nak(d, 0)
+			log.Info().Err(out.Err).Msg("held through a dependency outage; handed back for redelivery")
+			w.observe("handed_back", out.MediaKind, d)
+			return nil
 		case d.deliveries < uint64(w.cfg.MaxDeliver):
 			delay := w.backoff(d.deliveries)
 			log.Warn().Err(out.Err).Dur("retry_in", delay).Msg("job failed; will retry")

@@ -259,6 +259,25 @@ func (w *Worker) pull(ctx, jobsCtx context.Context, jobs *sync.WaitGroup, lane p
 	}
 }
 
+// OutageProbe is what an Admission may also offer: DownNow probes at once and reports whether a
+// dependency the jobs need is down. A job that failed for a transient cause while one is down is held
+// (InProgress) until it is back and then handed back at once, so an outage costs each request in hand
+// one delivery, however long it lasts.
+type OutageProbe interface {
+	DownNow(ctx context.Context) bool
+}
+
+// holdThroughOutage holds a failed delivery while a dependency is down; it reports whether it did.
+func (w *Worker) holdThroughOutage(ctx context.Context, d *delivery, log zerolog.Logger) bool {
+	probe, ok := w.wcfg.Admission.(OutageProbe)
+	if !ok || d.msg == nil || !probe.DownNow(ctx) {
+		return false
+	}
+	log.Warn().Msg("a dependency is down; holding the request until it is back")
+	_ = w.wcfg.Admission.Wait(ctx) // ends early only when the worker stops: then it is handed back too
+	return true
+}
+
 // admit waits until the admission hook lets work in (or ctx ends).
 func (w *Worker) admit(ctx context.Context) error {
 	if w.wcfg.Admission == nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/mediaworker/mediaworker/app"
@@ -47,7 +46,7 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	tw.Flush()
 	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes // as run does
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "\nthese settings would not start:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		fmt.Fprintf(stderr, "\nthese settings would not start: %s\n", oneLine(invalidSettings(c, args, bindRunSettings, err)))
 		return exitUsage
 	}
 	return exitOK

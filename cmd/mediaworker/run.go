@@ -65,9 +65,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return failStart(stderr, exitFailure, err)
 	}
+	if tuneGoMemory() {
+		log.Debug().Int("gogc", defaultGOGC).Int64("gomemlimit", defaultGoMemLimit).Msg("Go GC tuned for a bounded peak (set GOGC or GOMEMLIMIT to choose yourself)")
+	}
 	shutdownTracing, err := tracing.Setup(ctx, version)
 	if err != nil {
-		log.Error().Err(err).Msg("cannot set up tracing (check the OTEL_* variables)")
+		fmt.Fprintf(stderr, "mediaworker run: %s\n", oneLine(fmt.Sprintf("setting up tracing: %v; check the OTEL_* variables", err)))
 		return exitUsage
 	}
 	defer func() {
@@ -90,8 +93,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer a.Close()
 	if err := <-libvips; err != nil {
-		log.Error().Err(err).Msg("cannot start")
-		return exitFailure
+		return failStart(stderr, exitFailure, fmt.Errorf("%w; install libvips (scripts/install-deps.sh) — images cannot be transformed without it", err))
 	}
 	if err := a.Run(ctx); err != nil {
 		log.Error().Err(err).Msg("stopped with an error")

@@ -117,6 +117,8 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			[]string{"--nats-url", "NATS_URL"}},
 		{"nats refuses the credentials", []string{"--clamd-addr", clamd.Addr, "--nats-url", startAuthNATS(t)}, nil,
 			[]string{"--nats-creds", "refused the credentials"}},
+		{"nats credentials file missing", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + closedPort(t), "--nats-creds", filepath.Join(file, "user.creds")}, nil,
+			[]string{"--nats-creds", "NATS_CREDS"}},
 		{"data dir not writable", []string{"--clamd-addr", clamd.Addr, "--data-dir", filepath.Join(file, "data")}, nil,
 			[]string{"--data-dir", "MW_DATA_DIR"}},
 		{"scratch dir not writable", []string{"--clamd-addr", clamd.Addr, "--tmp-dir", filepath.Join(file, "tmp")}, nil,

@@ -15,9 +15,10 @@ import (
 
 // leakPoint is the worker's memory after some number of jobs.
 type leakPoint struct {
-	jobs      int
-	rss, hwm  int64
-	heap, sys float64
+	jobs       int
+	rss, hwm   int64
+	heap, sys  float64
+	goroutines float64
 }
 
 // leakRun is one RSS-over-many-jobs run.
@@ -67,10 +68,18 @@ func (b *bencher) imageLeak() error {
 				ratio(float64(l.rss)/float64(m.rss)), r.perJob()/1024),
 			ratio(r.ratio()), "≤ 1.10× (within 10 %)", atMost(r.ratio(), 1.10))
 	}
+	for _, r := range []leakRun{s3run, natsRun} {
+		f, l := r.first(), r.last()
+		// Idle goroutines differ by a few (timers, the HTTP server's connections); a leak grows with jobs.
+		grew := l.goroutines - f.goroutines
+		b.rep.row("images", fmt.Sprintf("goroutines after %d jobs vs after %d (%s)", l.jobs, f.jobs, r.storage),
+			fmt.Sprintf("%v → %v", f.goroutines, l.goroutines), fmt.Sprintf("%+.0f", grew), "≤ +5 (flat)", atMost(grew, 5))
+	}
 	var rows [][]string
 	for _, r := range []leakRun{s3run, natsRun} {
 		for _, p := range r.points {
-			rows = append(rows, []string{r.storage, strconv.Itoa(p.jobs), mib(float64(p.rss)), mib(float64(p.hwm)), mib(p.heap), mib(p.sys)})
+			rows = append(rows, []string{r.storage, strconv.Itoa(p.jobs), mib(float64(p.rss)), mib(float64(p.hwm)), mib(p.heap), mib(p.sys),
+				strconv.FormatFloat(p.goroutines, 'f', -1, 64)})
 		}
 	}
 	b.rep.section("Images: RSS over many jobs",
@@ -84,7 +93,7 @@ func (b *bencher) imageLeak() error {
 		b.corpus.Small.W, b.corpus.Small.H,
 		s3run.last().jobs, float64(s3run.last().jobs)/s3run.took.Seconds(), s3run.took.Round(time.Second),
 		natsRun.last().jobs, float64(natsRun.last().jobs)/natsRun.took.Seconds(), natsRun.took.Round(time.Second),
-		table([]string{"storage", "jobs", "VmRSS", "VmHWM", "Go heap in use", "Go sys"}, rows))
+		table([]string{"storage", "jobs", "VmRSS", "VmHWM", "Go heap in use", "Go sys", "goroutines"}, rows))
 	if b.leakN < 10000 {
 		b.rep.note("RSS over many jobs: %d jobs and %d instead of the issue's 10,000 and 1,000, to fit the time budget "+
 			"(`mwbench -leak-n 10000` runs the full count; about %s here).", b.leakN, b.leakN/10,
@@ -141,7 +150,7 @@ func (b *bencher) leakRun(storage string, n int) (r leakRun, err error) {
 		}
 		p := leakPoint{jobs: jobs, rss: m.RSS, hwm: m.HWM}
 		if met, err := w.Metrics(b.ctx); err == nil {
-			p.heap, p.sys = met["go_memstats_heap_inuse_bytes"], met["go_memstats_sys_bytes"]
+			p.heap, p.sys, p.goroutines = met["go_memstats_heap_inuse_bytes"], met["go_memstats_sys_bytes"], met["go_goroutines"]
 		}
 		return p, nil
 	}

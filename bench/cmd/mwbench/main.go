@@ -44,6 +44,8 @@ type bencher struct {
 	leakN    int
 	largeMiB int
 	parallel int // image jobs at once, for the worker and every baseline
+	// workerEnv is added to the environment of the workers startWorker starts (-worker-env).
+	workerEnv []string
 }
 
 func main() {
@@ -58,6 +60,7 @@ func main() {
 		quick    = flag.Bool("quick", false, "fewer jobs and repetitions (a smoke run; numbers are rougher)")
 		leakN    = flag.Int("leak-n", 10000, "jobs in the RSS-over-many-jobs run with S3 storage (RSS compared after N/10 and N; the embedded-store run does N/2)")
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
+		wenv     = flag.String("worker-env", "", "comma-separated KEY=VALUE pairs added to every worker's environment (experiments, e.g. GOGC=50)")
 		phases   = flag.String("phases", "startup,images,videos,scan,memory,orchestration", "phases to run")
 	)
 	flag.Parse()
@@ -74,6 +77,9 @@ func main() {
 	}
 	b := &bencher{ctx: ctx, rep: &Report{Started: start}, logf: logf, runs: *runs, quick: *quick,
 		leakN: *leakN, largeMiB: *largeMiB, parallel: runtime.NumCPU()}
+	if *wenv != "" {
+		b.workerEnv = strings.Split(*wenv, ",")
+	}
 	if b.quick {
 		b.runs = min(b.runs, 2)
 		b.leakN = min(b.leakN, 300)
@@ -188,7 +194,7 @@ func (b *bencher) phaseDir(phase, name string) string {
 func (b *bencher) startWorker(phase, name string, imageJobs, videoJobs int, args ...string) (*bench.Worker, error) {
 	w, err := bench.StartWorker(b.ctx, bench.WorkerOptions{
 		Bin: b.bin, Dir: b.phaseDir(phase, name), ClamdAddr: b.clamd.Addr,
-		ImageJobs: imageJobs, VideoJobs: videoJobs, Args: args,
+		ImageJobs: imageJobs, VideoJobs: videoJobs, Args: args, Env: b.workerEnv,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting worker %s/%s: %w", phase, name, err)
