@@ -172,19 +172,8 @@ func (a *App) prepareTmpDir() error {
 }
 
 func (a *App) connect(ctx context.Context) error {
-	url := a.cfg.NATS.URL
-	opts := []nats.Option{
-		nats.Name("mediaworker"),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			a.log.Warn().Err(err).Msg("disconnected from nats")
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			a.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to nats")
-		}),
-	}
-	if url == "" {
+	cc := natsjs.ConnectConfig{URL: a.cfg.NATS.URL, Name: "mediaworker", Auth: a.cfg.NATS.Auth, Reconnect: true, Log: a.log}
+	if cc.URL == "" {
 		if err := privateDir(a.cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
 			return err
 		}
@@ -193,33 +182,15 @@ func (a *App) connect(ctx context.Context) error {
 			return err
 		}
 		a.embedded = s
-		url = s.ClientURL()
-		// In-process: no socket hop, no reconnect storms, no TLS; the server still checks the credential.
-		creds, err := a.cfg.NATS.Auth.CredentialOptions()
-		if err != nil {
-			return err
-		}
-		opts = append(opts, creds...)
-		opts = append(opts, nats.InProcessServer(s))
+		cc.Embedded = s
 		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).
 			Str("auth", orNone(a.cfg.NATS.Auth.Method(), a.cfg.NATS.Embedded.ServerConfig)).Msg("embedded nats server started")
-	} else {
-		auth, err := a.cfg.NATS.Auth.Options()
-		if err != nil {
-			return err
-		}
-		opts = append(opts, auth...)
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, js, err := natsjs.Connect(cc)
 	if err != nil {
-		return fmt.Errorf("connecting to nats at %s: %w%s", url, err, natsjs.AuthHint(err))
+		return err
 	}
-	a.nc = nc
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("opening jetstream: %w", err)
-	}
-	a.js = js
+	a.nc, a.js = nc, js
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mediaworker/mediaworker/contracts"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
 	"github.com/nats-io/nats.go"
@@ -45,18 +46,14 @@ func Dial(ctx context.Context, url, bucket string) (*Client, error) {
 // DialWith is Dial with the uploads going to store (which the Client then owns) instead of the
 // object store of the NATS at url; nil means that one.
 func DialWith(ctx context.Context, url, bucket string, store objstore.Store) (*Client, error) {
-	nc, err := nats.Connect(url, nats.Name("mwbench"))
+	nc, js, err := natsjs.Connect(natsjs.ConnectConfig{URL: url, Name: "mwbench"})
 	if err != nil {
 		if store != nil {
 			store.Close()
 		}
-		return nil, fmt.Errorf("connecting to %s: %w", url, err)
-	}
-	c := &Client{Bucket: bucket, nc: nc, store: store, subj: contracts.SubjectsFor("app"), waiting: map[string]chan Answer{}}
-	if c.js, err = jetstream.New(nc); err != nil {
-		c.Close()
 		return nil, err
 	}
+	c := &Client{Bucket: bucket, nc: nc, js: js, store: store, subj: contracts.SubjectsFor("app"), waiting: map[string]chan Answer{}}
 	if c.store == nil {
 		if c.store, err = natsobj.New(c.js, natsobj.DefaultConfig()); err != nil {
 			c.Close()

@@ -160,30 +160,14 @@ func parseSeqs(args []string) ([]uint64, error) {
 
 // connectJS connects like `submit` does: --nats-url, NATS_URL, or the default local server.
 func connectJS(cfg app.Config, name string) (*nats.Conn, jetstream.JetStream, error) {
-	url := cfg.NATS.URL
-	if url == "" {
-		url = nats.DefaultURL
-	}
 	if err := cfg.NATS.Auth.Validate(); err != nil {
 		return nil, nil, err
 	}
-	auth, err := cfg.NATS.Auth.Options()
-	if err != nil {
-		return nil, nil, err
+	nc, js, err := natsjs.Connect(natsjs.ConnectConfig{URL: cfg.NATS.URL, Name: name, Auth: cfg.NATS.Auth})
+	if err != nil && natsjs.AuthHint(err) == "" {
+		return nil, nil, fmt.Errorf("%w (is `mediaworker run` running?)", err)
 	}
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name)}, auth...)...)
-	if err != nil {
-		if hint := natsjs.AuthHint(err); hint != "" {
-			return nil, nil, fmt.Errorf("connecting to NATS at %s: %w%s", url, err, hint)
-		}
-		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w (is `mediaworker run` running?)", url, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, js, nil
+	return nc, js, err
 }
 
 func printJSON(w io.Writer, v any) int {

@@ -3,7 +3,9 @@
 package archtest
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -71,13 +73,14 @@ func importers(t *testing.T) map[string][]string {
 }
 
 // NATS belongs to jetstream: the rest of the worker reaches NATS through it. The object-store backend
-// on JetStream and the trace-context carrier are NATS by nature; the clients (benchmarks, the example
-// API, the test harness) talk to NATS as an API would. app and cmd/mediaworker still hold the connect
-// code (issue 12 item 4 moves it into jetstream); nobody else may start.
+// on JetStream and the trace-context carrier are NATS by nature; app and cmd/mediaworker hold nats.go's
+// handles (a connection, JetStream contexts, the console's stream reads) but open them only through
+// jetstream.Connect (TestOnlyJetstreamConnects); the clients (benchmarks, the example API, the test
+// harness) talk to NATS as an API would. Nobody else may start.
 func TestOnlyTheseImportNATS(t *testing.T) {
 	allowed := map[string]bool{
 		"jetstream": true, "objstore/natsobj": true, "tracing": true,
-		"app": true, "cmd/mediaworker": true, // connect code, until it moves into jetstream
+		"app": true, "cmd/mediaworker": true, // handles only; see TestOnlyJetstreamConnects
 		"bench": true, "examples/apiconsumer": true, "internal/testenv": true,
 	}
 	for pkg, imports := range importers(t) {
@@ -86,6 +89,37 @@ func TestOnlyTheseImportNATS(t *testing.T) {
 				t.Errorf("%s imports %s: NATS belongs to package jetstream (docs/architecture.md)", pkg, imp)
 			}
 		}
+	}
+}
+
+// One connect: the worker, its commands and the benchmarks' client open NATS through
+// jetstream.Connect, so credentials, client names and connection errors are the same everywhere. Only
+// the example API (written as an outside API would be) and the test harness call nats.Connect.
+func TestOnlyJetstreamConnects(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.Dir}} {{.ImportPath}} {{join .GoFiles " "}}`, mod+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := map[string]bool{"jetstream": true, "examples/apiconsumer": true, "internal/testenv": true}
+	found := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		dir, pkg := fields[0], strings.TrimPrefix(fields[1], mod)
+		for _, f := range fields[2:] {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), "nats.Connect("); n > 0 {
+				found += n
+				if !allowed[pkg] {
+					t.Errorf("%s/%s calls nats.Connect: use jetstream.Connect (one connect for the worker and its clients)", pkg, f)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no nats.Connect found at all: has jetstream.Connect moved?")
 	}
 }
 
