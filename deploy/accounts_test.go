@@ -285,6 +285,30 @@ func TestAccountLayoutAndServedObjects(t *testing.T) {
 		deniedPublish(t, url, d.user, d.subject)
 	}
 
+	// Allowed to the worker: removing an answered request from the work queue (the max-deliveries path)
+	// and the progress subjects the console follows. A JetStream API answer (any, even an error about the
+	// sequence) or a delivered message shows the server let it through.
+	wnc2, err := nats.Connect(url, nats.UserInfo("worker", rolePasswords["worker"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wnc2.Close()
+	reply, err := wnc2.Request("$JS.API.STREAM.MSG.DELETE.APP_MEDIA_REQUESTS", []byte(`{"seq":999999}`), 10*time.Second)
+	if err != nil || !bytes.Contains(reply.Data, []byte("stream_msg_delete_response")) {
+		t.Errorf("worker deleting a request-stream message: %v %s, want JetStream's own answer", err, replyData(reply))
+	}
+	progress, err := wnc2.SubscribeSync(subj.ProgressWildcard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = wnc2.Flush()
+	if err := wnc2.Publish(subj.ProgressSubject("11111111-1111-4111-8111-111111111111"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := progress.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("worker publishing and following progress: %v", err)
+	}
+
 	// Operators get the DLQ: an unparseable request is dead-lettered, and `mediaworker dlq ls` as ops lists it.
 	if _, err := ajs.Publish(ctx, subj.Request, []byte("not json"), jetstream.WithMsgID("broken-1")); err != nil {
 		t.Fatal(err)
@@ -306,4 +330,11 @@ func TestAccountLayoutAndServedObjects(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Errorf("the API could list the DLQ:\n%s", out)
 	}
+}
+
+func replyData(m *nats.Msg) string {
+	if m == nil {
+		return ""
+	}
+	return string(m.Data)
 }
