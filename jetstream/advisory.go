@@ -141,6 +141,16 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	if perr == nil || isCorrelatable(perr) {
 		d.req = req
 	}
+	// Its last delivery may have settled it and only the ack got lost: then it is answered (or routed)
+	// already, and giving up now would send a second, opposite answer. Remove it and stop.
+	state, err := w.done.recall(ctx, d.reqSeq)
+	if err != nil {
+		return fmt.Errorf("reading the settled-requests memory for %d: %w", d.reqSeq, err)
+	}
+	if state == settledFinal || d.lane == "" && state == settledRouted {
+		w.log.Info().Uint64("seq", d.reqSeq).Str("settled", state).Msg("max-deliveries advisory for a request settled already; removing it")
+		return w.remove(ctx, d)
+	}
 	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
 	log := w.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
 	return w.settle(ctx, d, pipeline.GaveUpAfter(d.req, d.lane, adv.Deliveries, cause), log)

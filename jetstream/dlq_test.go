@@ -108,6 +108,46 @@ func TestMaxDeliveriesAdvisoryMovesOrphanToDLQ(t *testing.T) {
 	}
 }
 
+// A request settled on its last delivery whose ack was lost (here: triage routed it, then two
+// deliveries went unacknowledged) must not be given up by the advisory path: that would answer the API a
+// second time, the opposite way. The settled-requests memory says it is done; it is only removed.
+func TestMaxDeliveriesAdvisoryLeavesASettledRequestAlone(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
+		c.MaxDeliver = 2
+		c.AckWait = time.Second
+	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		t.Error("the worker must not process an exhausted request")
+		return success(req)
+	})
+	id := uuid.NewString()
+	r.publish(id)
+	ctx := context.Background()
+	kv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: r.cfg.SettledBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "1", []byte("routed")); err != nil { // request stream sequence 1
+		t.Fatal(err)
+	}
+	cons, err := r.js.Consumer(ctx, r.cfg.RequestsStream(), r.cfg.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+	}
+	r.start()
+	r.awaitEmptyWorkQueue()
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 0 {
+		t.Fatalf("%d responses for a request that was settled already", n)
+	}
+	if n := r.streamMsgs(r.cfg.DLQStream()); n != 0 {
+		t.Fatalf("%d dead letters for a request that was settled already", n)
+	}
+}
+
 func TestMaxQueuedRefusesPublishes(t *testing.T) {
 	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.MaxQueued = 2 }, nil)
 	r.publish(uuid.NewString())

@@ -114,9 +114,10 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		err := w.done.remember(rctx, d.reqSeq, state)
 		cancel()
 		if err != nil {
-			log.Warn().Err(err).Msg("recording the settlement failed; handing the message back")
-			w.nak(d, w.backoff(d.deliveries))
-			return fmt.Errorf("%w: %w", errHandedBack, err)
+			// The memory is a guard against a lost ack after the duplicate window, not a dependency:
+			// the events are out, so settle anyway. Handing the message back would run it again and, on
+			// its last delivery, let the max-deliveries path send a second, opposite answer.
+			log.Warn().Err(err).Msg("recording the settlement failed; settling it anyway")
 		}
 	}
 	switch out.Kind {
