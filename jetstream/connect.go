@@ -2,6 +2,8 @@ package jetstream
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -66,7 +68,7 @@ func Connect(c ConnectConfig) (*nats.Conn, jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(url, append(opts, auth...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to nats at %s: %w%s", url, err, AuthHint(err))
+		return nil, nil, fmt.Errorf("connecting to nats at %s: %w%s", RedactURLs(url), err, AuthHint(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -74,4 +76,16 @@ func Connect(c ConnectConfig) (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, fmt.Errorf("opening jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+// RedactURLs masks the passwords in a comma-separated NATS server list (nats://user:pass@host), for
+// errors, logs and `mediaworker config`.
+func RedactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }

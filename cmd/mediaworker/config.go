@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mediaworker/mediaworker/app"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 )
 
 // secretFlags are printed masked by `config`.
@@ -33,6 +34,9 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		v := f.Value.String()
 		if secretFlags[f.Name] && v != "" {
 			v = "****"
+		}
+		if f.Name == "nats-url" {
+			v = natsjs.RedactURLs(v) // nats://user:pass@host carries a password
 		}
 		if v == "" {
 			v = `""`

@@ -233,11 +233,11 @@ func TestConfigMasksNATSCredentials(t *testing.T) {
 	t.Setenv("NATS_PASSWORD", "pw-from-env")
 	t.Setenv("NATS_USER", "worker")
 	t.Setenv("MW_URL_SIGNING_KEY", strings.Repeat("k", 40))
-	code, out, errs := run(t, "config", "--nats-token", "")
+	code, out, errs := run(t, "config", "--nats-token", "", "--nats-url", "nats://u:pw-in-url@127.0.0.1:4222")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if strings.Contains(out, "pw-from-env") || strings.Contains(out, strings.Repeat("k", 40)) {
+	if strings.Contains(out, "pw-from-env") || strings.Contains(out, "pw-in-url") || strings.Contains(out, strings.Repeat("k", 40)) {
 		t.Fatalf("a secret leaked:\n%s", out)
 	}
 	for _, want := range []string{"--nats-password  ****  NATS_PASSWORD", "--nats-user      worker  NATS_USER"} {
