@@ -27,7 +27,7 @@ import (
 // A work-queue stream allows only consumers with non-overlapping filters: request, work.image and
 // work.video do not overlap.
 //
-// Triage runs in every instance (it is cheap: a stat and a 4 KiB read), so a site whose instances
+// Triage runs in every instance (it is cheap: a stat and an 8 KiB read), so a site whose instances
 // serve disjoint lanes still triages every request.
 
 // Lanes are the kinds of work, each with its own subject, durable and pool of slots.

@@ -38,7 +38,7 @@ type WorkerConfig struct {
 	// Lanes are the lanes this instance serves and its slots in each (jobs of that kind at once).
 	// Every instance also triages, whatever its lanes.
 	Lanes           map[pipeline.MediaKind]int
-	TriageSlots     int           // requests triaged at once (each a stat and a 4 KiB read)
+	TriageSlots     int           // requests triaged at once (each a stat and an 8 KiB read)
 	InProgressEvery time.Duration // 0: a third of AckWait
 	BackoffBase     time.Duration // first NakWithDelay
 	BackoffMax      time.Duration // cap of the growing delay

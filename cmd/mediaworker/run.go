@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/mediaworker/mediaworker/app"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/rs/zerolog"
 )
@@ -82,7 +85,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Info().Msg("tracing on: exporting spans over OTLP/HTTP as the OTEL_* variables say")
 	}
 	libvips := make(chan error, 1) // checked beside start-up, which takes longer
-	go func() { libvips <- checkLibvips(ctx) }()
+	// Only an instance that serves the image lane needs libvips (a videos-only box may lack it).
+	if lanes, _ := natsjs.ParseLanes(cfg.Lanes); slices.Contains(lanes, pipeline.Image) {
+		go func() { libvips <- checkLibvips(ctx) }()
+	} else {
+		libvips <- nil
+	}
 	a, err := app.New(ctx, cfg, log)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Msg("stopped during start-up")
