@@ -35,6 +35,7 @@ type App struct {
 	store    objstore.Store
 	scanner  *scanner.Scanner
 	sigs     *signatureWatch
+	deps     *Deps // the pull loops' admission: intake pauses while a dependency is down
 	console  *consoleState
 	scan     *scanHandler
 	worker   *natsjs.Worker
@@ -117,6 +118,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	if err != nil {
 		return nil, err
 	}
+	a.deps = deps
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),

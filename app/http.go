@@ -144,6 +144,7 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 		"held":      map[string]int{"active": a.worker.Held(), "max": a.worker.Capacity()},
 		"consumers": consumers,
 		"clamd":     a.sigs.health(ctx),
+		"intake":    a.intake(),
 	}
 	writeJSON(w, http.StatusOK, body)
 }
@@ -154,4 +155,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// intake says whether the pull loops take work, and if not which dependency holds them back.
+func (a *App) intake() map[string]any {
+	if a.deps == nil {
+		return map[string]any{"paused": false}
+	}
+	down := a.deps.Down()
+	out := map[string]any{"paused": len(down) > 0}
+	if len(down) > 0 {
+		names := make([]string, 0, len(down))
+		for _, c := range down {
+			names = append(names, c.Name+": "+c.Error)
+		}
+		out["down"] = names
+	}
+	return out
 }

@@ -102,6 +102,20 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd") {
 		t.Fatalf("with clamd stopped: %d %s", code, body)
 	}
+	// The dependency watcher notices too (within its 10 s interval) and /health says intake is paused.
+	testenv.Eventually(t, 20*time.Second, func() error {
+		var h struct {
+			Intake struct {
+				Paused bool
+				Down   []string
+			}
+		}
+		_, body := get(t, base+"/health")
+		if err := json.Unmarshal([]byte(body), &h); err != nil || !h.Intake.Paused || len(h.Intake.Down) != 1 || !strings.HasPrefix(h.Intake.Down[0], "clamd: ") {
+			return fmt.Errorf("intake while clamd is down: %v %+v", err, h.Intake)
+		}
+		return nil
+	})
 	clamd.Start()
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if code, _ := get(t, base+"/health/ready"); code != 200 {
