@@ -19,9 +19,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// longOutage is how long clamd is down in the middle of the run. Issue 10 asks that the retry defaults
-// ride out a 10-minute outage of one dependency, so this is the real length, not a shrunk one; the whole
-// test takes about longOutage + 4 minutes (-short: 60 requests through a 30 s outage).
+// longOutage is how long clamd is down in the middle of the full run: issue 10 asks that the retry
+// defaults ride out a 10-minute outage of one dependency. The full run (500 requests, about longOutage + 4
+// minutes) is opted into with MW_FAULTS_LONG_OUTAGE=1; by default, and in CI, the same test runs 60
+// requests through a 30 s outage (about 40 s). The full run found a duplicate that the short one cannot
+// see (a worker dying between publishing an outcome and recording it settled, redelivered after the
+// 2-minute duplicate window): see issue 10's closing note.
 const longOutage = 10 * time.Minute
 
 // Issue 10: the 500-request accounting run with the default retry settings, a 10-minute clamd outage
@@ -34,9 +37,9 @@ const longOutage = 10 * time.Minute
 func TestAccountingThroughALongClamdOutageAndLostAcks(t *testing.T) {
 	// The whole test, set-up included, ends within outage + 4½ minutes (14½ at the real length); each
 	// phase waits only for what is left of that, and a timeout fails with the streams' state.
-	total, outage := 500, longOutage
-	if testing.Short() {
-		total, outage = 60, 30*time.Second
+	total, outage := 60, 30*time.Second
+	if os.Getenv("MW_FAULTS_LONG_OUTAGE") == "1" && !testing.Short() {
+		total, outage = 500, longOutage
 	}
 	deadline := time.Now().Add(outage + 4*time.Minute + 30*time.Second)
 	seed := uint64(time.Now().UnixNano())
