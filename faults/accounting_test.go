@@ -59,41 +59,7 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 	c := newClient(t, l, m, 1)
 
 	// Upload everything first (the API's side is not under test), then publish while faults happen.
-	dir := t.TempDir()
-	jpeg := testenv.MakeJPEG(t, dir, 320, 240)
-	// Motion JPEG, so every video is really encoded (an H.264 MOV would only be remuxed).
-	video := testenv.MakeVideo(t, dir, "v.mov", testenv.VideoOpts{Width: 160, Height: 120, Seconds: 1, FPS: 10, VCodec: "mjpeg"})
-	eicar := writeFile(t, dir, "eicar.bin", []byte(testenv.EICAR))
-	junkBytes := make([]byte, 4096)
-	_, _ = rand.Read(junkBytes)
-	junk := writeFile(t, dir, "junk.bin", junkBytes)
-
-	reqs := make([]tracked, total)
-	payloads := make([][]byte, total)
-	for i := range reqs {
-		in := mix[rng.IntN(len(mix))]
-		id := uuid.NewString()
-		key := fmt.Sprintf("acct/%d/file", i)
-		switch in {
-		case inImage:
-			c.upload(jpeg, key)
-		case inVideo:
-			c.upload(video, key)
-		case inEICAR:
-			c.upload(eicar, key)
-		case inJunk:
-			c.upload(junk, key)
-		case inInvalid:
-			key = "acct/../" + key
-		}
-		var data []byte
-		if in == inUnparseable {
-			data = []byte(`{"mediaId": 42, "marker": "` + id + `"}`)
-		} else {
-			data, _ = json.Marshal(contracts.Request{S3Key: key, S3Bucket: bucket, MediaID: id, MediaURL: "https://api.example/v1/media/" + id})
-		}
-		reqs[i], payloads[i] = tracked{id: id, input: in}, data
-	}
+	reqs, payloads := prepareRequests(t, c, rng, total)
 
 	// Publish in chunks; between chunks, one fault at a time, healed before the next.
 	began := time.Now()
@@ -136,7 +102,62 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 	}
 	t.Logf("published %d requests in %s with faults %v", total, time.Since(began).Round(time.Second), faults)
 
-	// Wait for a terminal outcome for every request.
+	accountOutcomes(t, l, reqs, budget-time.Since(began), began)
+	// Every crashed run's scratch dir was removed when its worker restarted, and no job leaked one.
+	for _, w := range workers {
+		if left := scratchDirs(t, w.opts.tmpDir); len(left) != 0 {
+			t.Errorf("worker %s's tmp dir still holds %v", w.name, left)
+		}
+	}
+}
+
+// prepareRequests uploads what total mixed requests carry (drawn from mix) and returns them with the
+// payloads to publish.
+func prepareRequests(t *testing.T, c *client, rng *mrand.Rand, total int) ([]tracked, [][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	jpeg := testenv.MakeJPEG(t, dir, 320, 240)
+	// Motion JPEG, so every video is really encoded (an H.264 MOV would only be remuxed).
+	video := testenv.MakeVideo(t, dir, "v.mov", testenv.VideoOpts{Width: 160, Height: 120, Seconds: 1, FPS: 10, VCodec: "mjpeg"})
+	eicar := writeFile(t, dir, "eicar.bin", []byte(testenv.EICAR))
+	junkBytes := make([]byte, 4096)
+	_, _ = rand.Read(junkBytes)
+	junk := writeFile(t, dir, "junk.bin", junkBytes)
+
+	reqs := make([]tracked, total)
+	payloads := make([][]byte, total)
+	for i := range reqs {
+		in := mix[rng.IntN(len(mix))]
+		id := uuid.NewString()
+		key := fmt.Sprintf("acct/%d/file", i)
+		switch in {
+		case inImage:
+			c.upload(jpeg, key)
+		case inVideo:
+			c.upload(video, key)
+		case inEICAR:
+			c.upload(eicar, key)
+		case inJunk:
+			c.upload(junk, key)
+		case inInvalid:
+			key = "acct/../" + key
+		}
+		var data []byte
+		if in == inUnparseable {
+			data = []byte(`{"mediaId": 42, "marker": "` + id + `"}`)
+		} else {
+			data, _ = json.Marshal(contracts.Request{S3Key: key, S3Bucket: bucket, MediaID: id, MediaURL: "https://api.example/v1/media/" + id})
+		}
+		reqs[i], payloads[i] = tracked{id: id, input: in}, data
+	}
+	return reqs, payloads
+}
+
+// accountOutcomes waits up to budget for a terminal outcome of every request, checks that each has
+// exactly one and that it fits its input, logs the tally since began, and returns the count of each
+// outcome.
+func accountOutcomes(t *testing.T, l *ledger, reqs []tracked, budget time.Duration, began time.Time) map[string]int {
+	t.Helper()
 	wantDLQ := 0
 	var answerable []string
 	for _, r := range reqs {
@@ -146,14 +167,13 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 			answerable = append(answerable, r.id)
 		}
 	}
-	l.await(answerable, budget-time.Since(began))
+	l.await(answerable, budget)
 	l.awaitDLQ(wantDLQ, time.Minute)
 	l.awaitEmptyQueue(time.Minute)
 	if err := l.sync(); err != nil {
 		t.Fatal(err)
 	}
 
-	// Account.
 	dlqByID := map[string][]deadLetter{}
 	for _, dl := range l.deadLetters() {
 		id := dlqID(dl.data)
@@ -181,7 +201,7 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 	}
 	sort.Strings(lines)
 	t.Logf("every one of %d requests has exactly one terminal outcome (%s):\n  %s\n  deliveries (triage and lanes) %d, republished on the wire (deduplicated in the stream) %d",
-		total, time.Since(began).Round(time.Second), strings.Join(lines, "\n  "), l.deliveries(), wireDupes)
+		len(reqs), time.Since(began).Round(time.Second), strings.Join(lines, "\n  "), l.deliveries(), wireDupes)
 	for cause, n := range gaveUp {
 		t.Logf("  gave up %3d× %s", n, cause)
 	}
@@ -190,12 +210,7 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 			t.Errorf("consumer %s still has %d pending and %d unacknowledged", info.Name, info.NumPending, info.NumAckPending)
 		}
 	}
-	// Every crashed run's scratch dir was removed when its worker restarted, and no job leaked one.
-	for _, w := range workers {
-		if left := scratchDirs(t, w.opts.tmpDir); len(left) != 0 {
-			t.Errorf("worker %s's tmp dir still holds %v", w.name, left)
-		}
-	}
+	return counts
 }
 
 // dlqID is the mediaId (or the marker) a dead letter's payload carries.
