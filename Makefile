@@ -1,5 +1,5 @@
 # Convenience targets; the README's two commands are scripts/run.sh and scripts/test.sh.
-.PHONY: run test build lint fuzz short bench faults
+.PHONY: run test build lint fuzz short bench faults faults-long
 
 build:
 	go build -o bin/mediaworker ./cmd/mediaworker
@@ -31,3 +31,8 @@ bench:
 # The fault-injection suite on its own, verbose (it also runs in `make test`).
 faults:
 	go test -count=1 -timeout 20m -v ./faults/
+
+# The 500-request accounting run through a 10-minute clamd outage with lost acks (about 15 minutes);
+# CI runs the same test at 60 requests and 30 s.
+faults-long:
+	MW_FAULTS_LONG_OUTAGE=1 go test -count=1 -timeout 30m -v -run TestAccountingThroughALongClamdOutageAndLostAcks ./faults/
