@@ -83,15 +83,7 @@ func TestMaxDeliveriesAdvisoryMovesOrphanToDLQ(t *testing.T) {
 	r.publish(id)
 	// Two "workers" take the request and die without a word.
 	ctx := context.Background()
-	cons, err := r.js.Consumer(ctx, r.cfg.RequestsStream(), r.cfg.Durable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
-			t.Fatalf("delivery %d: %v", i+1, err)
-		}
-	}
+	r.deliverUnacked(2)
 	r.start()
 	got := r.awaitResponses(id, 1)
 	if got[0].Success || !strings.Contains(got[0].Error, "gave up after 2 deliveries") {
@@ -129,15 +121,7 @@ func TestMaxDeliveriesAdvisoryLeavesASettledRequestAlone(t *testing.T) {
 	if _, err := kv.Put(ctx, "1", []byte("routed")); err != nil { // request stream sequence 1
 		t.Fatal(err)
 	}
-	cons, err := r.js.Consumer(ctx, r.cfg.RequestsStream(), r.cfg.Durable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
-			t.Fatalf("delivery %d: %v", i+1, err)
-		}
-	}
+	r.deliverUnacked(2)
 	r.start()
 	r.awaitEmptyWorkQueue()
 	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 0 {
@@ -145,6 +129,21 @@ func TestMaxDeliveriesAdvisoryLeavesASettledRequestAlone(t *testing.T) {
 	}
 	if n := r.streamMsgs(r.cfg.DLQStream()); n != 0 {
 		t.Fatalf("%d dead letters for a request that was settled already", n)
+	}
+}
+
+// deliverUnacked takes the oldest request from triage's consumer n times and never answers: workers
+// that die without a word, until MaxDeliver is spent.
+func (r *rig) deliverUnacked(n int) {
+	r.t.Helper()
+	cons, err := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Durable)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+			r.t.Fatalf("delivery %d: %v", i+1, err)
+		}
 	}
 }
 
