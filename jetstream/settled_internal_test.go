@@ -1,0 +1,33 @@
+package jetstream
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
+)
+
+// Triage records "routed" after it published the lane's copy, so a fast lane can record "final" first.
+// The later "routed" must not overwrite it: a late duplicate of the lane's copy would run again.
+func TestSettledRoutedNeverOverwritesFinal(t *testing.T) {
+	js, err := jetstream.New(testenv.Connect(t, testenv.StartNATS(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &settledMemory{js: js, cfg: DefaultConfig()}
+	ctx := t.Context()
+	for _, step := range []struct {
+		seq   uint64
+		state string
+	}{{1, settledFinal}, {1, settledRouted}, {2, settledRouted}, {2, settledFinal}} {
+		if err := m.remember(ctx, step.seq, step.state); err != nil {
+			t.Fatalf("remember(%d, %s): %v", step.seq, step.state, err)
+		}
+	}
+	for seq, want := range map[uint64]string{1: settledFinal, 2: settledFinal} {
+		if got, err := m.recall(ctx, seq); err != nil || got != want {
+			t.Errorf("request %d: %q %v, want %q", seq, got, err, want)
+		}
+	}
+}
