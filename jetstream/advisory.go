@@ -143,9 +143,13 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	}
 	// Its last delivery may have settled it and only the ack got lost: then it is answered (or routed)
 	// already, and giving up now would send a second, opposite answer. Remove it and stop.
-	state, err := w.done.recall(ctx, d.reqSeq)
+	state, ob, err := w.done.recall(ctx, d.reqSeq)
 	if err != nil {
 		return fmt.Errorf("reading the settled-requests memory for %d: %w", d.reqSeq, err)
+	}
+	if state == settledPublishing {
+		w.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose settlement was interrupted; finishing it")
+		return w.finish(ctx, d, ob, w.log.With().Uint64("seq", d.reqSeq).Logger())
 	}
 	if state == settledFinal || d.lane == "" && state == settledRouted {
 		w.log.Info().Uint64("seq", d.reqSeq).Str("settled", state).Msg("max-deliveries advisory for a request settled already; removing it")

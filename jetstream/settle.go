@@ -91,7 +91,12 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		out = pipeline.GaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
 	}
 
-	for _, m := range w.events(d, out) {
+	evs := w.events(d, out)
+	state := settledState(d, out)
+	if state == settledFinal && len(evs) > 0 {
+		w.recordOutbox(ctx, d, newOutbox(evs, termReason(out)), log)
+	}
+	for _, m := range evs {
 		if err := w.publish(ctx, m.msg, m.id); err != nil {
 			if m.deadLetter && d.lastChance {
 				log.Error().Err(err).Str("payload", string(d.data)).Msg("dead-lettering failed on the last attempt; removing the request without a DLQ copy")
@@ -108,7 +113,7 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 	}
 
 	// Remembered before the ack: a redelivery after a lost ack finds it (settled.go).
-	if state := settledState(d, out); state != "" {
+	if state != "" {
 		// Like the publishes: a job that finished as the drain timed out is still recorded.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
 		err := w.done.remember(rctx, d.reqSeq, state)
@@ -127,13 +132,23 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		if err := w.ack(ctx, d); err != nil {
 			log.Warn().Err(err).Msg("ack not confirmed")
 		}
-	case pipeline.Failed:
-		w.term(ctx, d, out.Response.Error)
-	case pipeline.GaveUp:
-		w.term(ctx, d, "moved to DLQ: "+out.Reason)
+	case pipeline.Failed, pipeline.GaveUp:
+		w.term(ctx, d, termReason(out))
 	}
 	w.report(out, d, log)
 	return nil
+}
+
+// termReason is the reason a Failed or GaveUp outcome's delivery is terminated with ("" for the rest,
+// which are acked).
+func termReason(out pipeline.Outcome) string {
+	switch out.Kind {
+	case pipeline.Failed:
+		return out.Response.Error
+	case pipeline.GaveUp:
+		return "moved to DLQ: " + out.Reason
+	}
+	return ""
 }
 
 // settledState is what the settled-requests memory records for out: triage's route, or an end.

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 // worker that died after publishing) republishes into the streams' dedupe and nothing doubles. A
 // redelivery after the window (an ack lost at the end of a long job) would store a second outcome;
 // so every settlement is also written here, keyed by the request's stream sequence, before the ack,
-// and a delivery of a request found here is acked without running again.
+// and a delivery of a request found here is acked without running again. An ending settlement also
+// writes what it is about to publish before its first publish (outbox.go), so a worker that dies
+// between the publish and the record leaves behind what the next delivery needs to finish it.
 
 // SettledBucket is the key-value bucket of settled requests.
 func (c Config) SettledBucket() string { return c.streamPrefix() + "_MEDIA_SETTLED" }
@@ -32,7 +35,8 @@ func (c Config) settledConfig() jetstream.KeyValueConfig {
 	}
 }
 
-// Settled values: triage routed the request, or its lane settled it for good.
+// Settled values: triage routed the request, or its lane settled it for good; between the two, an
+// ending settlement's outbox (outbox.go), a JSON object.
 const (
 	settledRouted = "routed"
 	settledFinal  = "final"
@@ -64,20 +68,41 @@ func (m *settledMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) 
 	return kv, nil
 }
 
-// recall says how far the request went: "" (not settled), settledRouted or settledFinal.
-func (m *settledMemory) recall(ctx context.Context, reqSeq uint64) (string, error) {
+// recall says how far the request went: "" (not settled), settledRouted, settledPublishing (with the
+// outbox) or settledFinal.
+func (m *settledMemory) recall(ctx context.Context, reqSeq uint64) (string, *outbox, error) {
 	kv, err := m.bucket(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	e, err := kv.Get(ctx, strconv.FormatUint(reqSeq, 10))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", nil
+		return "", nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading settled request %d: %w", reqSeq, err)
+		return "", nil, fmt.Errorf("reading settled request %d: %w", reqSeq, err)
 	}
-	return string(e.Value()), nil
+	v := e.Value()
+	if len(v) == 0 || v[0] != '{' {
+		return string(v), nil, nil
+	}
+	var ob outbox
+	if err := json.Unmarshal(v, &ob); err != nil {
+		return "", nil, fmt.Errorf("reading settled request %d: decoding its outbox: %w", reqSeq, err)
+	}
+	return settledPublishing, &ob, nil
+}
+
+// rememberOutbox records what an ending settlement is about to publish.
+func (m *settledMemory) rememberOutbox(ctx context.Context, reqSeq uint64, ob outbox) error {
+	kv, err := m.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, strconv.FormatUint(reqSeq, 10), encodeOutbox(ob)); err != nil {
+		return fmt.Errorf("recording the outbox of request %d: %w", reqSeq, err)
+	}
+	return nil
 }
 
 // remember records how far the request went.

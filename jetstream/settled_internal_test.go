@@ -26,7 +26,7 @@ func TestSettledRoutedNeverOverwritesFinal(t *testing.T) {
 		}
 	}
 	for seq, want := range map[uint64]string{1: settledFinal, 2: settledFinal} {
-		if got, err := m.recall(ctx, seq); err != nil || got != want {
+		if got, _, err := m.recall(ctx, seq); err != nil || got != want {
 			t.Errorf("request %d: %q %v, want %q", seq, got, err, want)
 		}
 	}

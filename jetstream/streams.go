@@ -79,6 +79,17 @@ func (c Config) RequestsStream() string  { return c.streamPrefix() + "_MEDIA_REQ
 func (c Config) ResponsesStream() string { return c.streamPrefix() + "_MEDIA_RESPONSES" }
 func (c Config) DLQStream() string       { return c.streamPrefix() + "_MEDIA_DLQ" }
 
+// streamOf names the stream that stores what the worker publishes on subject.
+func (c Config) streamOf(subject string) string {
+	switch subj := c.Subjects(); subject {
+	case subj.Response, subj.Virus:
+		return c.ResponsesStream()
+	case subj.DLQ:
+		return c.DLQStream()
+	}
+	return c.RequestsStream()
+}
+
 func (c Config) streamPrefix() string { return strings.ToUpper(strings.ReplaceAll(c.App, "-", "_")) }
 
 // StreamConfigs returns the stream definitions: requests, responses, dlq and the advisory capture.

@@ -344,16 +344,28 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 }
 
 // settledBefore acks a delivery whose request was settled already (its ack was lost after the duplicate
-// window): triage's when it was routed, a lane's when it ended for good. The memory is a guard, not a
+// window): triage's when it was routed, a lane's when it ended for good; one whose settlement was
+// interrupted after its outbox was recorded is finished instead of run. The memory is a guard, not a
 // dependency: if it cannot be read, the job runs.
 func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Logger) bool {
 	if d.lane == "" && d.deliveries == 1 {
 		return false // a request's first delivery: nothing can have settled it (a lane's copy can be a late duplicate)
 	}
-	state, err := w.done.recall(ctx, d.reqSeq)
+	state, ob, err := w.done.recall(ctx, d.reqSeq)
 	if err != nil {
 		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
 		return false
+	}
+	if state == settledPublishing {
+		// An earlier delivery published (some of) its outcome and died before recording the end.
+		if err := w.finish(ctx, d, ob, log); err != nil {
+			log.Warn().Err(err).Msg("finishing an interrupted settlement failed; handing the message back")
+			w.nak(d, w.backoff(d.deliveries))
+			return true
+		}
+		log.Info().Str("settled", state).Msg("request settled already; finished its settlement without running again")
+		w.observe("duplicate", "", d)
+		return true
 	}
 	if state == "" || d.lane != "" && state != settledFinal {
 		return false
