@@ -228,7 +228,9 @@ func (s *consoleSource) queues(ctx context.Context) []console.Queue {
 	var names []string
 	lister := s.a.js.StreamNames(ctx)
 	for name := range lister.Name() {
-		if strings.HasPrefix(name, prefix) && name != cfg.ResponsesStream() && name != cfg.DLQStream() {
+		// The advisories stream is the worker's own bookkeeping (max-deliveries notices), not a queue
+		// of uploads: listing its consumer beside the lanes would read as a stuck queue.
+		if strings.HasPrefix(name, prefix) && name != cfg.ResponsesStream() && name != cfg.DLQStream() && name != cfg.AdvisoryStream() {
 			names = append(names, name)
 		}
 	}

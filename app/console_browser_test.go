@@ -115,6 +115,14 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("the rendered console lacks %s (%q)", what, want)
 		}
 	}
+	if strings.Contains(dom, w.cfg.Streams.AdvisoryStream()) {
+		t.Errorf("the console lists the advisories stream's consumer among the queues")
+	}
+	for _, lane := range []string{w.cfg.Streams.LaneDurable("image"), w.cfg.Streams.LaneDurable("video")} {
+		if !strings.Contains(dom, lane) {
+			t.Errorf("the rendered console lacks the lane consumer %s", lane)
+		}
+	}
 	// With --virtual-time-budget the page's clock runs 8 s: its 3-second refresh must have replaced the
 	// live part with a fresh copy from the worker at least once.
 	if !regexp.MustCompile(`data-refreshed="[1-9]`).MatchString(dom) {
