@@ -191,3 +191,34 @@ func (r *rig) publishLateRoute(id string, reqSeq uint64) {
 		return nil
 	})
 }
+
+// The 10-minute run found this one: a refused request (here an s3Key with "..") whose worker died after
+// publishing the refusal. Its redelivery, past the duplicate window, must find the outbox before it is
+// refused again.
+func TestInterruptedRefusalIsNotAnsweredTwice(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.DuplicateWindow = time.Second },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+			t.Error("a refused request reached the pipeline")
+			return success(req)
+		})
+	id := uuid.NewString()
+	testenv.PublishRequest(t, r.js, r.cfg.Subjects().Request,
+		contracts.Request{S3Key: "u/../a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
+	// What the dead worker recorded and published before it died.
+	refusal, _ := json.Marshal(contracts.Response{MediaID: id, OriginalURL: "https://api.example/m/" + id,
+		Error: `invalid request: s3Key has a ".." path segment`})
+	ev := outboxEvent{Subject: r.cfg.Subjects().Response, Data: refusal, ID: id + "/1/failed"}
+	r.putOutbox(1, time.Now(), `invalid request: s3Key has a ".." path segment`, ev)
+	m := nats.NewMsg(ev.Subject)
+	m.Data = ev.Data
+	if _, err := r.js.PublishMsg(context.Background(), m, jetstream.WithMsgID(ev.ID)); err != nil {
+		t.Fatal(err)
+	}
+	r.deliverUnacked(1) // its delivery; the redelivery comes an AckWait (2 s) later, past the 1 s window
+	r.start()
+	r.awaitEmptyWorkQueue()
+	r.awaitSettled(1, "final")
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
+		t.Fatalf("%d responses stored for one refused request, want 1", n)
+	}
+}

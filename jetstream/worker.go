@@ -315,15 +315,17 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 
 	req, perr := contracts.ParseRequest(msg.Data())
 	d.req = req
+	log = log.With().Str("mediaId", req.MediaID).Str("key", req.S3Key).Str("bucket", req.S3Bucket).Logger()
+	// Before the refusal too: a refused request whose ack was lost (or whose worker died publishing the
+	// refusal) is redelivered like any other, and refusing it again would store a second answer.
+	if w.settledBefore(ctx, d, log) {
+		return
+	}
 	if perr != nil {
 		_ = w.settle(ctx, d, pipeline.Refused(req, perr), log)
 		return
 	}
-	log = log.With().Str("mediaId", req.MediaID).Str("key", req.S3Key).Str("bucket", req.S3Bucket).Logger()
 	span.SetAttributes(attribute.String("media.id", req.MediaID), attribute.String("media.key", req.S3Key))
-	if w.settledBefore(ctx, d, log) {
-		return
-	}
 
 	// InProgress runs until the message is settled: publishing the outcome may need retries too.
 	stop := w.keepAlive(msg)
