@@ -1,12 +1,16 @@
 package jetstream
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // Lanes. Every request first goes through triage (the shared durable Config.Durable on the request
@@ -83,4 +87,44 @@ func (c Config) laneOf(subject string) pipeline.MediaKind {
 		}
 	}
 	return ""
+}
+
+// A full lane. With --max-queued, each lane's work subject is capped like the request subject, so a
+// lane with that many jobs queued and in flight refuses triage's copy. That is load, not a fault, and a
+// valid upload must not be dead-lettered for it: while deliveries remain, the request goes back with a
+// backoff, so that requests for other lanes are routed meanwhile; on its last delivery it is held
+// (InProgress keeps it) and the copy is retried until the lane has room.
+
+// laneRetryEvery is how often a held request tries its full lane again.
+const laneRetryEvery = 2 * time.Second
+
+// isLaneFull reports whether a publish was refused by a subject's --max-queued cap.
+func isLaneFull(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "maximum messages per subject exceeded")
+}
+
+// waitForLane handles a route refused by a full lane: nil once the copy is in the lane, errHandedBack
+// when the request went back for a later delivery, or the error that ended the wait.
+func (w *Worker) waitForLane(ctx context.Context, d *delivery, ev event, log zerolog.Logger) error {
+	if d.msg == nil {
+		return errors.New("the lane is full") // the advisory path: it retries the advisory
+	}
+	if d.deliveries < uint64(w.cfg.MaxDeliver) {
+		delay := w.backoff(d.deliveries)
+		log.Warn().Str("subject", ev.msg.Subject).Dur("retry_in", delay).Msg("the lane is full (--max-queued); handing the request back")
+		w.nak(d, delay)
+		w.observe("retry", "", d)
+		return errHandedBack
+	}
+	log.Warn().Str("subject", ev.msg.Subject).Msg("the lane is full (--max-queued) on the request's last delivery; holding it until the lane has room")
+	for {
+		sleepCtx(ctx, laneRetryEvery)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for room in %s: %w", ev.msg.Subject, err)
+		}
+		err := w.publishOnce(ctx, ev.msg, ev.id)
+		if !isLaneFull(err) {
+			return err
+		}
+	}
 }

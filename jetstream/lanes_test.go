@@ -209,3 +209,47 @@ func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
 		t.Fatalf("image lane delivered %d (ack pending %d); want both copies delivered and acked", info.Delivered.Consumer, info.NumAckPending)
 	}
 }
+
+// --max-queued caps each subject of the requests stream, the lanes' too. A lane that is full refuses
+// triage's copy: that is load, and the request must wait for room, not be dead-lettered once its
+// deliveries run out (MaxDeliver 2 here: one hand-back, then held on the last).
+func TestFullLaneHoldsTheRequestInsteadOfDeadLettering(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
+		c.MaxQueued, c.MaxDeliver = 1, 2
+	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		select { // the first job keeps the image lane full until the test lets it finish
+		case <-release:
+		case <-ctx.Done():
+		}
+		return success(req)
+	})
+	r.start()
+	first, second := uuid.NewString(), uuid.NewString()
+	r.publish(first)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := r.proc.callsOf(first); n != 1 {
+			return fmt.Errorf("first job started %d times", n)
+		}
+		return nil
+	})
+	r.publish(second)
+	// The second request's copy is refused until the first job ends: it is handed back once, then held
+	// on its last delivery.
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if !r.logged("holding it until the lane has room") {
+			return errors.New("the request meeting the full lane is not held yet")
+		}
+		return nil
+	})
+	close(release)
+	r.awaitResponses(first, 1)
+	got := r.awaitResponses(second, 1)
+	if !got[0].Success {
+		t.Fatalf("the request that met a full lane was answered %+v", got[0])
+	}
+	r.awaitEmptyWorkQueue()
+	if n := r.streamMsgs(r.cfg.DLQStream()); n != 0 {
+		t.Fatalf("%d dead letters: a full lane dead-lettered a valid request", n)
+	}
+}

@@ -97,7 +97,13 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		w.recordOutbox(ctx, d, newOutbox(evs, termReason(out)), log)
 	}
 	for _, m := range evs {
-		if err := w.publish(ctx, m.msg, m.id); err != nil {
+		err := w.publish(ctx, m.msg, m.id)
+		if isLaneFull(err) && out.Kind == pipeline.Route {
+			if err = w.waitForLane(ctx, d, m, log); errors.Is(err, errHandedBack) {
+				return err
+			}
+		}
+		if err != nil {
 			if m.deadLetter && d.lastChance {
 				log.Error().Err(err).Str("payload", string(d.data)).Msg("dead-lettering failed on the last attempt; removing the request without a DLQ copy")
 				continue
@@ -250,7 +256,7 @@ const publishAttempts = 3
 func (w *Worker) publish(ctx context.Context, m *nats.Msg, msgID string) error {
 	for attempt := 1; ; attempt++ {
 		err := w.publishOnce(ctx, m, msgID)
-		if err == nil || attempt == publishAttempts {
+		if err == nil || attempt == publishAttempts || isLaneFull(err) { // a full lane stays full for a while
 			return err
 		}
 		sleepCtx(context.WithoutCancel(ctx), time.Duration(attempt)*time.Second)

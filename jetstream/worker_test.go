@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,21 @@ type rig struct {
 
 	mu        sync.Mutex
 	responses map[string][]contracts.Response
+	logs      strings.Builder // the worker's log lines, for tests that wait for one
+}
+
+// logged reports whether the worker logged a line containing s.
+func (r *rig) logged(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Contains(r.logs.String(), s)
+}
+
+// Write keeps the worker's log lines (rig is the worker's second log writer).
+func (r *rig) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.logs.Write(p)
 }
 
 func newRig(t *testing.T, tweak func(*natsjs.Config, *natsjs.WorkerConfig), fn func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome) *rig {
@@ -126,7 +142,7 @@ func newRig(t *testing.T, tweak func(*natsjs.Config, *natsjs.WorkerConfig), fn f
 // start runs a worker until the returned stop is called (or the test ends).
 func (r *rig) start() (stop func()) {
 	r.t.Helper()
-	w, err := natsjs.NewWorker(r.js, r.cfg, r.wcfg, r.proc, nil, zerolog.New(zerolog.NewTestWriter(r.t)))
+	w, err := natsjs.NewWorker(r.js, r.cfg, r.wcfg, r.proc, nil, zerolog.New(io.MultiWriter(zerolog.NewTestWriter(r.t), r)))
 	if err != nil {
 		r.t.Fatal(err)
 	}
