@@ -86,6 +86,31 @@ func (b *bencher) imageThroughput() (err error) {
 			}
 		}
 	}
+	// The same worker against a clamd without image fuzzy hashing (images_scan.go): what that one
+	// clamd setting is worth end to end.
+	noFuzzy, err := b.startClamdNoFuzzy()
+	if err != nil {
+		return err
+	}
+	defer noFuzzy.Stop()
+	w2, err := bench.StartWorker(b.ctx, bench.WorkerOptions{Bin: b.bin, Dir: b.phaseDir("images", "throughput-nofuzzy"),
+		ClamdAddr: noFuzzy.Addr, ImageJobs: b.parallel, VideoJobs: 1, Env: b.workerEnv})
+	if err != nil {
+		return fmt.Errorf("starting worker against clamd without fuzzy hashing: %w", err)
+	}
+	defer stopWorker(w2, &err)
+	c2, err := b.dial(w2)
+	if err != nil {
+		return err
+	}
+	defer c2.Close()
+	for _, cs := range cases {
+		for _, p := range cs.photos {
+			if err := c2.Upload(b.ctx, keys[p.Path], p.Path); err != nil {
+				return err
+			}
+		}
+	}
 	outRoot := filepath.Join(b.work, "images", "out")
 	if err := os.MkdirAll(outRoot, 0o755); err != nil {
 		return err
@@ -141,31 +166,20 @@ func (b *bencher) imageThroughput() (err error) {
 			return wall, bytes, err
 		}
 	}
-	worker := func(cs imageCase) (time.Duration, int64, error) {
-		ks := make([]string, cs.n)
-		for i := range ks {
-			ks[i] = keys[cs.photos[i%len(cs.photos)].Path]
-		}
-		res, wall, err := c.RunBatch(b.ctx, ks)
-		var bytes int64
-		for _, r := range res {
-			if r.Job.Key == ks[0] {
-				bytes = 0
-				for _, v := range r.Answer.Resp.Processed {
-					bytes += v.Size
-				}
-				break
-			}
-		}
-		return wall, bytes, err
+	worker := func(c *bench.Client) func(cs imageCase) (time.Duration, int64, error) {
+		return func(cs imageCase) (time.Duration, int64, error) { return runWorkerBatch(b, c, cs, keys) }
 	}
-	// CPU time, which other load on the machine disturbs less than wall time: the benchmark process for
-	// the in-process transform, the vips processes for the naive script, and the worker plus clamd (the
-	// scan's CPU is spent there) for the worker.
 	clamdPid, err := bench.FindProcess("--config-file=" + b.clamd.ConfigPath)
 	if err != nil {
 		return err
 	}
+	noFuzzyPid, err := bench.FindProcess("--config-file=" + noFuzzy.ConfigPath)
+	if err != nil {
+		return err
+	}
+	// CPU time, which other load on the machine disturbs less than wall time: the benchmark process for
+	// the in-process transform, the vips processes for the naive script, and the worker plus clamd (the
+	// scan's CPU is spent there) for the worker.
 	selfCPU := func() time.Duration { return rusage(syscall.RUSAGE_SELF) }
 	childCPU := func() time.Duration { return rusage(syscall.RUSAGE_CHILDREN) }
 	clamdCPU := func() time.Duration {
@@ -176,18 +190,24 @@ func (b *bencher) imageThroughput() (err error) {
 		a, _ := bench.ProcessCPU(w.Pid())
 		return a + clamdCPU()
 	}
+	noFuzzyCPU := func() time.Duration {
+		a, _ := bench.ProcessCPU(w2.Pid())
+		c, _ := bench.ProcessCPU(noFuzzyPid)
+		return a + c
+	}
 	methods := []imageMethod{
 		{"in-process", inproc, selfCPU},
 		{naiveDefault.name, naive(naiveDefault), childCPU},
 		{naiveRestricted.name, naive(naiveRestricted), childCPU},
-		{"worker", worker, workerCPU},
+		{"worker", worker(c), workerCPU},
+		{workerNoFuzzy, worker(c2), noFuzzyCPU},
 	}
 
 	// Warm-up: one image per input through libvips in-process and through the worker (page cache,
 	// loaders, the worker's first jobs). The naive script starts fresh processes every time anyway.
 	for _, cs := range cases {
 		for _, m := range methods {
-			if strings.HasPrefix(m.name, "naive") {
+			if strings.HasPrefix(m.name, "naive") || m.name == workerNoFuzzy {
 				continue
 			}
 			if _, _, err := m.run(imageCase{name: cs.name, photos: cs.photos, n: 1}); err != nil {
@@ -241,7 +261,12 @@ func (b *bencher) imageThroughput() (err error) {
 		return err
 	}
 
+	scanCost, err := b.imageScanCost(cases, noFuzzy)
+	if err != nil {
+		return err
+	}
 	b.imageThroughputReport(cfg, cases, walls, cpus, bytesOut, total, allImages, cold, stageTable(metricsBefore, metricsAfter))
+	b.imageWhereTimeGoes(cases, cpus, scanCost)
 	return nil
 }
 
@@ -307,6 +332,7 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 	for _, cs := range cases {
 		f, cp, by := walls[cs.name], cpus[cs.name], bytesOut[cs.name]
 		ip, nd, nr, wk := thr(cs.n, f["in-process"]), thr(cs.n, f[naiveDefault.name]), thr(cs.n, f[naiveRestricted.name]), thr(cs.n, f["worker"])
+		nf := thr(cs.n, f[workerNoFuzzy])
 		cpuRatio := bench.Median(cp["worker"]) / bench.Median(cp["in-process"])
 		bytesRatio := float64(by["worker"]) / float64(by[naiveDefault.name])
 		note("inproc", cs.name, wk/ip, false)
@@ -315,15 +341,16 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 		note("bytes", cs.name, bytesRatio, true)
 		rows = append(rows, []string{cs.name, cs.describe(), strconv.Itoa(cs.n),
 			fmt.Sprintf("%.2f", ip), fmt.Sprintf("%.2f", nd), fmt.Sprintf("%.2f", nr), fmt.Sprintf("%.2f", wk),
-			ratio(wk / ip), ratio(wk / nd), ratio(wk / nr),
-			fmt.Sprintf("%.2f / %.2f / %.2f / %.2f (clamd %.2f)", bench.Median(cp["in-process"]), bench.Median(cp[naiveDefault.name]),
-				bench.Median(cp[naiveRestricted.name]), bench.Median(cp["worker"]), bench.Median(cp["clamd"])),
+			ratio(wk / ip), ratio(wk / nd), ratio(wk / nr), fmt.Sprintf("%.2f (%s)", nf, ratio(nf/nd)),
+			fmt.Sprintf("%.2f / %.2f / %.2f / %.2f (clamd %.2f) / %.2f", bench.Median(cp["in-process"]), bench.Median(cp[naiveDefault.name]),
+				bench.Median(cp[naiveRestricted.name]), bench.Median(cp["worker"]), bench.Median(cp["clamd"]), bench.Median(cp[workerNoFuzzy])),
 			fmt.Sprintf("%d / %d / %d (%+.1f %%)", by["worker"]>>10, by[naiveDefault.name]>>10, by[naiveRestricted.name]>>10, 100*(bytesRatio-1))})
 	}
 	ip, nd, nr, wk := thr(allImages, total["in-process"]), thr(allImages, total[naiveDefault.name]),
 		thr(allImages, total[naiveRestricted.name]), thr(allImages, total["worker"])
 	rows = append(rows, []string{"**all**", "", strconv.Itoa(allImages), fmt.Sprintf("%.2f", ip), fmt.Sprintf("%.2f", nd),
-		fmt.Sprintf("%.2f", nr), fmt.Sprintf("%.2f", wk), ratio(wk / ip), ratio(wk / nd), ratio(wk / nr), "", ""})
+		fmt.Sprintf("%.2f", nr), fmt.Sprintf("%.2f", wk), ratio(wk / ip), ratio(wk / nd), ratio(wk / nr),
+		fmt.Sprintf("%.2f (%s)", thr(allImages, total[workerNoFuzzy]), ratio(thr(allImages, total[workerNoFuzzy])/nd)), "", ""})
 
 	noisy := cases[len(cases)-1]
 	nf := walls[noisy.name]
@@ -339,8 +366,9 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 			worstName["naive"], ratio(wk/nr)),
 		ratio(worst["naive"]), "≥ 1.5×", atLeast(worst["naive"], 1.5))
 	b.rep.row("images", fmt.Sprintf("black box: %d noisy 12 MP JPEGs in the store, 2 at a time, worker publish → last response ÷ naive default script (its fastest run)", noisy.n),
-		fmt.Sprintf("warm worker %s vs naive %s (median %s); cold worker (fresh, first batch) %s: %s", secs(warm), secs(bestNaive),
-			secs(bench.Median(nf[naiveDefault.name])), secs(coldMed), ratio(bestNaive/coldMed)),
+		fmt.Sprintf("warm worker %s vs naive %s (median %s); cold worker (fresh, first batch) %s: %s; warm worker with clamd's `ScanImageFuzzyHash no` %s: %s",
+			secs(warm), secs(bestNaive), secs(bench.Median(nf[naiveDefault.name])), secs(coldMed), ratio(bestNaive/coldMed),
+			secs(bench.Median(nf[workerNoFuzzy])), ratio(bestNaive/bench.Median(nf[workerNoFuzzy]))),
 		ratio(bestNaive/warm), "≥ 1.5×", atLeast(bestNaive/warm, 1.5))
 	b.rep.row("images", "CPU per image, worker + clamd ÷ in-process transform (decode + resize + encode alone), worst input",
 		fmt.Sprintf("worst %s", worstName["cpu"]), ratio(worst["cpu"]), "≤ 1.2×", atMost(worst["cpu"], 1.2))
@@ -355,17 +383,20 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 			"(the library calls the worker makes) in the benchmark process on the local file. *naive default*: three "+
 			"`vips thumbnail` processes per image, one per variant, as a user writes the script: libvips' own threading "+
 			"(no `VIPS_CONCURRENCY`) and WebP defaults (no effort). *naive restricted*: the same script with "+
-			"`VIPS_CONCURRENCY=1` and the worker's effort %d. Sizes and qualities are `transcoder.DefaultImageConfig()`: "+
+			"`VIPS_CONCURRENCY=1` and the worker's effort %d. *worker, clamd without fuzzy hash*: a second worker, "+
+			"the same but for its clamd's `ScanImageFuzzyHash no` (see below). Both clamds run with `DisableCache yes`, "+
+			"so every scan is a first scan, as every upload a site receives is new. Sizes and qualities are `transcoder.DefaultImageConfig()`: "+
 			"%d/%d/%d px, Q %d/%d/%d. The commands are at the end of this file.\n\n%s\n"+
 			"*CPU s/img*: user + system CPU seconds per image (in-process / naive default / naive restricted / worker + "+
-			"clamd, and clamd's part of that), less disturbed by other load than wall time. *bytes*: the three variants of one image in KiB "+
+			"clamd, and clamd's part of that / worker + clamd without fuzzy hash), less disturbed by other load than wall time. *bytes*: the three variants of one image in KiB "+
 			"(worker / naive default / naive restricted), and the worker's against the naive default's.\n\n"+
 			"Cold: %d fresh workers (one per run), each given the %d noisy files and timed over its first batch "+
 			"(libvips loads and clamd sees the process's first scans inside it): median %s, vs %s warm.\n\n%s",
 		b.parallel, b.parallel, b.parallel, b.runs, cfg.Effort, cfg.High, cfg.Medium, cfg.Low, cfg.QualityHigh,
 		cfg.QualityMedium, cfg.QualityLow,
 		table([]string{"input", "file", "images per run", "in-process img/s", "naive default img/s", "naive restricted img/s",
-			"worker img/s", "worker ÷ in-process", "worker ÷ naive default", "worker ÷ naive restricted", "CPU s/img", "bytes (KiB)"}, rows),
+			"worker img/s", "worker ÷ in-process", "worker ÷ naive default", "worker ÷ naive restricted",
+			"worker, clamd without fuzzy hash, img/s (÷ naive default)", "CPU s/img", "bytes (KiB)"}, rows),
 		len(cold), noisy.n, secs(coldMed), secs(warm), stages)
 	for _, s := range []naiveScript{naiveDefault, naiveRestricted} {
 		var lines []string
@@ -383,3 +414,50 @@ func slicesMin(xs []float64) float64 {
 	}
 	return m
 }
+
+// imageWhereTimeGoes splits the worker's CPU per image into the transform (the in-process figure),
+// clamd, and the rest of the worker process (download from the object store, triage, uploads, the
+// embedded NATS server), and adds clamd's cost per file with and without image fuzzy hashing.
+func (b *bencher) imageWhereTimeGoes(cases []imageCase, cpus map[string]map[string][]float64, scanCost string) {
+	var rows [][]string
+	for _, cs := range cases {
+		cp := cpus[cs.name]
+		ip, wk, cl := bench.Median(cp["in-process"]), bench.Median(cp["worker"]), bench.Median(cp["clamd"])
+		rest := wk - cl - ip
+		rows = append(rows, []string{cs.name, fmt.Sprintf("%.2f", wk), fmt.Sprintf("%.2f (%.0f %%)", ip, 100*ip/wk),
+			fmt.Sprintf("%.2f (%.0f %%)", cl, 100*cl/wk), fmt.Sprintf("%.2f (%.0f %%)", rest, 100*rest/wk),
+			fmt.Sprintf("%.2f", bench.Median(cp[naiveDefault.name]))})
+	}
+	b.rep.section("Images: where the worker's time goes",
+		"CPU seconds per image from the timed runs above: the worker process plus clamd, split into the transform "+
+			"(the in-process figure: decode, resize, encode), clamd's scan, and the rest of the worker process "+
+			"(object store download and uploads, triage, the embedded NATS server, Go). The naive script's CPU is "+
+			"beside it. On 2 cores, 2 jobs at a time, images/s is about 2 ÷ these seconds when the cores are busy.\n\n%s\n%s\n"+
+			"The transform itself, profiled with `perf record` on the noisy JPEG (docs/operations.md, *Image tuning*): "+
+			"WebP encoding about a third, the Lanczos resize to 2048 px about a quarter, JPEG decoding a fifth, page "+
+			"faults of fresh buffers most of the rest.",
+		table([]string{"input", "worker + clamd", "transform", "clamd", "rest of the worker", "naive default"}, rows), scanCost)
+}
+
+// runWorkerBatch publishes a batch of cs through the worker behind c and returns the wall time from
+// the first publish to the last response and the bytes of the first image's variants.
+func runWorkerBatch(b *bencher, c *bench.Client, cs imageCase, keys map[string]string) (time.Duration, int64, error) {
+	ks := make([]string, cs.n)
+	for i := range ks {
+		ks[i] = keys[cs.photos[i%len(cs.photos)].Path]
+	}
+	res, wall, err := c.RunBatch(b.ctx, ks)
+	var bytes int64
+	for _, r := range res {
+		if r.Job.Key == ks[0] {
+			for _, v := range r.Answer.Resp.Processed {
+				bytes += v.Size
+			}
+			break
+		}
+	}
+	return wall, bytes, err
+}
+
+// workerNoFuzzy is the method name of the worker whose clamd runs without image fuzzy hashing.
+const workerNoFuzzy = "worker, clamd without fuzzy hash"
