@@ -215,7 +215,7 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	if warning != "" {
 		res.Warnings = append(res.Warnings, warning)
 	}
-	cur, err := vips.Thumbnail(srcPath, im.cfg.High, animate)
+	cur, err := vips.Thumbnail(srcPath, im.cfg.High, animate, hdr.HasICC)
 	releaseHEIF()
 	if err != nil {
 		return ImageResult{}, imageInputError("decoding image", srcPath, sn, hdr.Loader, err)

@@ -112,3 +112,20 @@ func MakeRandomFile(t testing.TB, path string, size int64) string {
 type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// NoisySource is the lavfi graph of MakeNoisyJPEG: testsrc2 with Gaussian noise of strength 30 over
+// every plane (ffmpeg's noise filter without the u flag draws Gaussian values), seeded, so each seed
+// is a different, reproducible picture with the grain of a photo taken in dim light. Noise like this
+// is what costs a JPEG decoder (every coefficient is non-zero) and the WebP encoder most.
+func NoisySource(w, h, seed int) string {
+	return fmt.Sprintf("testsrc2=s=%dx%d,noise=alls=30:allf=t:all_seed=%d", w, h, seed)
+}
+
+// MakeNoisyJPEG writes path: a w×h JPEG of NoisySource(w, h, seed) at ffmpeg's -q:v 2 (about the
+// quality a camera writes).
+func MakeNoisyJPEG(t testing.TB, path string, w, h, seed int) string {
+	t.Helper()
+	runSlowTool(t, "ffmpeg", "-nostdin", "-hide_banner", "-v", "error", "-y",
+		"-f", "lavfi", "-i", NoisySource(w, h, seed), "-frames:v", "1", "-update", "1", "-q:v", "2", path)
+	return path
+}

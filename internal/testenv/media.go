@@ -370,6 +370,19 @@ func DecodeImage(t testing.TB, path string) ImageInfo {
 	return info
 }
 
+// RunVips runs the vips CLI with args; a failure fails the test.
+func RunVips(t testing.TB, args ...string) {
+	t.Helper()
+	runTool(t, "vips", args...)
+}
+
+// ConvertImage decodes src and writes it to dst in the format dst's extension names, with the vips
+// CLI (e.g. a WebP to a PNG that Go's image/png can read).
+func ConvertImage(t testing.TB, src, dst string) {
+	t.Helper()
+	runTool(t, "vips", "copy", src, dst)
+}
+
 // Pixel returns the band values of the pixel at x, y of an image file (vips getpoint).
 func Pixel(t testing.TB, path string, x, y int) []float64 {
 	t.Helper()

@@ -34,7 +34,7 @@ func TestOperationsRunSideBySide(t *testing.T) {
 	opLock.RLock() // a neighbour's decode, in progress
 	done := make(chan error, 1)
 	go func() {
-		im, err := Thumbnail(src, 100, false)
+		im, err := Thumbnail(src, 100, false, false)
 		if err == nil {
 			im.Close()
 		}
@@ -78,7 +78,7 @@ func TestFailedOperationReadsOnlyItsOwnMessage(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if i%2 == 0 { // good decodes alongside, clearing the buffer as they start
-				im, err := Thumbnail(good, 100, false)
+				im, err := Thumbnail(good, 100, false, false)
 				if err != nil {
 					t.Errorf("good file: %v", err)
 					return
@@ -86,7 +86,7 @@ func TestFailedOperationReadsOnlyItsOwnMessage(t *testing.T) {
 				im.Close()
 				return
 			}
-			_, err := Thumbnail(bad, 100, false)
+			_, err := Thumbnail(bad, 100, false, false)
 			var ve *Error
 			if !errors.As(err, &ve) {
 				t.Errorf("truncated jpeg: got %v, want an *Error", err)

@@ -18,6 +18,8 @@ type Header struct {
 	Bands       int
 	HasAlpha    bool
 	Orientation int // EXIF orientation, 1 when absent
+	// HasICC says the file embeds an ICC colour profile (Thumbnail transforms from it to sRGB).
+	HasICC bool
 }
 
 // ReadHeader reads path's header. It returns ErrUnknownFormat when no allowed loader accepts the
@@ -61,6 +63,7 @@ func ReadHeader(path string) (Header, error) {
 		Bands:       int(h.bands),
 		HasAlpha:    h.has_alpha != 0,
 		Orientation: int(h.orientation),
+		HasICC:      h.has_icc != 0,
 	}, nil
 }
 

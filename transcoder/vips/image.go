@@ -23,11 +23,13 @@ func newImage(p *C.VipsImage) *Image {
 }
 
 // Thumbnail decodes the file at path into memory, shrunk (never enlarged) to fit in size×size,
-// rotated upright from its EXIF orientation, converted to sRGB (because metadata, including any ICC
-// profile, is stripped on save), with alpha kept unless it is fully opaque. Decoding stops at the
+// rotated upright from its EXIF orientation, in sRGB (because metadata, including any ICC profile, is
+// stripped on save): hasICC (Header.HasICC) says the file embeds a profile to transform from; a file
+// without one is taken as sRGB, as browsers take it, and its pixels keep their values. Alpha is kept
+// unless it is fully opaque. Decoding stops at the
 // first error (fail_on=error), which includes truncated files. With allFrames it decodes every frame
 // of an animation (each shrunk to fit, delays and loop count kept); otherwise the first page only.
-func Thumbnail(path string, size int, allFrames bool) (*Image, error) {
+func Thumbnail(path string, size int, allFrames, hasICC bool) (*Image, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
@@ -40,9 +42,13 @@ func Thumbnail(path string, size int, allFrames bool) (*Image, error) {
 	if allFrames {
 		all = 1
 	}
+	icc := C.int(0)
+	if hasICC {
+		icc = 1
+	}
 	var p *C.VipsImage
 	if err := run("decoding", path, func() bool {
-		p = C.mw_thumbnail_file(cpath, C.int(size), all)
+		p = C.mw_thumbnail_file(cpath, C.int(size), all, icc)
 		return p != nil
 	}); err != nil {
 		return nil, err

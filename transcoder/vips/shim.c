@@ -136,6 +136,7 @@ int mw_read_header(const char *path, mw_header *h) {
 	h->bands = mw_vips_image_get_bands(im);
 	h->has_alpha = mw_vips_image_hasalpha(im);
 	h->orientation = mw_vips_image_get_orientation(im);
+	h->has_icc = mw_vips_image_get_typeof(im, VIPS_META_ICC_NAME) != 0;
 
 	// Read n-pages directly: vips_image_get_n_pages() reports 1 for counts it finds implausible,
 	// which would hide exactly the files the page limit is for.
@@ -192,7 +193,14 @@ static int mw_drop_opaque_alpha(VipsImage **im) {
 // orientation applied) and in sRGB, into memory. With all_pages it decodes every page of an animation
 // (the loader's n=-1), each page shrunk to fit, as one tall image with page-height set and the
 // frame delays and loop count kept as metadata; otherwise the first page only.
-VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages) {
+//
+// has_icc says the file embeds an ICC profile: its pixels are then transformed from that profile to
+// sRGB (export_profile), since the profile is stripped on save. A file without one is sRGB already
+// (browsers take it so) and libvips' processing-space conversion is all it needs: asking 8.14 to
+// export it to sRGB anyway runs an ICC transform that costs ~0.1 CPU-s per 2048 px variant and
+// shifts the colours (measured on a profile-less 12 MP JPEG: mean R +13.7, G +4.2, B +5.2 of 255,
+// contrast down 8 %).
+VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_icc) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
 	char *name = NULL;
@@ -207,12 +215,19 @@ VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages) {
 			return NULL;
 		snprintf(name, n, "%s[n=-1]", path);
 	}
-	rc = mw_vips_thumbnail(name ? name : path, &t, size,
-		"height", size,
-		"size", VIPS_SIZE_DOWN,
-		"fail_on", VIPS_FAIL_ON_ERROR,
-		"export_profile", "srgb",
-		NULL);
+	if (has_icc)
+		rc = mw_vips_thumbnail(name ? name : path, &t, size,
+			"height", size,
+			"size", VIPS_SIZE_DOWN,
+			"fail_on", VIPS_FAIL_ON_ERROR,
+			"export_profile", "srgb",
+			NULL);
+	else
+		rc = mw_vips_thumbnail(name ? name : path, &t, size,
+			"height", size,
+			"size", VIPS_SIZE_DOWN,
+			"fail_on", VIPS_FAIL_ON_ERROR,
+			NULL);
 	free(name);
 	if (rc)
 		return NULL;

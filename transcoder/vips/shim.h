@@ -18,6 +18,7 @@ typedef struct {
 	int bands;
 	int has_alpha;
 	int orientation;
+	int has_icc;
 	char loader[64];
 } mw_header;
 
@@ -26,7 +27,7 @@ int mw_init(int concurrency);
 char *mw_error(void);
 void mw_error_clear(void);
 int mw_read_header(const char *path, mw_header *h);
-VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages);
+VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_icc);
 VipsImage *mw_thumbnail_image(VipsImage *in, int size);
 int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len);
 int mw_width(VipsImage *im);
