@@ -40,7 +40,8 @@ func runKinds(runs []bench.ToolRun) string {
 
 // capture finds the encode (or remux), the separate poster run if any and the output probe of one
 // job. A transcode is one encode run, whose second output is the poster, and nothing else; a remux
-// is followed by a poster run and the ffprobe of its result.
+// has a poster run beside it (and, in workers before the remux's header was read in Go, an ffprobe
+// of its result).
 func capture(runs []bench.ToolRun) (captured, error) {
 	var cp captured
 	inputProbes := 0
@@ -65,8 +66,8 @@ func capture(runs []bench.ToolRun) (captured, error) {
 	}
 	switch cp.kind {
 	case "remux":
-		if cp.poster == nil || cp.probe == nil {
-			return cp, fmt.Errorf("tool log lacks the remux's poster run or the probe of its output (%s)", runKinds(runs))
+		if cp.poster == nil {
+			return cp, fmt.Errorf("tool log lacks the remux's poster run (%s)", runKinds(runs))
 		}
 	case "encode":
 		if noPoster, ok := withoutPosterOutput(cp.main); ok {

@@ -220,11 +220,11 @@ func (b *bencher) videoCompare() (err error) {
 				posterCol += fmt.Sprintf(" + a %s run", ms(sepPoster))
 			}
 		case cp.kind == "remux":
-			// The poster run (from the upload's video stream) starts with the remux and runs beside it
-			// and the ffprobe of the output: only what sticks out of them lengthens the job.
+			// The poster run (from the upload's video stream) starts with the remux and runs beside it:
+			// only what sticks out of it lengthens the job.
 			exposed := bench.Median(pick(ts, func(t videoTimes) float64 { return t.posterExposed }))
 			ps.share = bench.Median(pick(ts, func(t videoTimes) float64 { return t.posterExposed / t.e2e }))
-			ps.how = fmt.Sprintf("%s: the part of the poster run not overlapped by the remux and the ffprobe of the output beside it "+
+			ps.how = fmt.Sprintf("%s: the part of the poster run not overlapped by the remux beside it "+
 				"(%s of the %s run) ÷ publish → response %s; the whole poster run is %.1f %% of it",
 				cl.Name, ms(exposed), ms(sepPoster), secs(e2e), 100*sepShare)
 			posterCol = fmt.Sprintf("%s run, %s not overlapped", ms(sepPoster), ms(exposed))
@@ -287,19 +287,19 @@ func (b *bencher) videoCompare() (err error) {
 			"(`--max-video-jobs 1`), medians of %d runs, worker and bare (and, for transcodes, the bare encode without its "+
 			"poster output) interleaved. *worker*: publish → response (download with clamd INSTREAM, ffprobe of the input, "+
 			"then a transcode: one ffmpeg run writing the MP4 and the poster, the MP4's header read in Go; or a remux: the "+
-			"stream copy, then the ffprobe of the result, with a poster ffmpeg run from the upload's video stream beside both; uploads), so ffprobe ×1 "+
-			"(transcode) / ×2 (remux). *bare*: the worker's own commands, taken from its first job of the clip (ffmpeg and "+
+			"stream copy, its MP4 header read in Go too, with a poster ffmpeg run from the upload's video stream beside it; uploads), so one "+
+			"ffprobe per job. *bare*: the worker's own commands, taken from its first job of the clip (ffmpeg and "+
 			"ffprobe wrapped with a logging script; the wrapper costs %s per tool run, charged to the worker), run with "+
 			"only the scratch paths changed: the encode with its poster output, or the remux then the poster one after "+
-			"the other, as a naive script would (without the ffprobe of the result).\n\n%s\n"+
+			"the other, as a naive script would.\n\n%s\n"+
 			"*overhead* is the worker's end-to-end time minus the bare commands: roughly fixed per job, so the ratio "+
 			"improves with longer clips. *worker probes* is the sum of its ffprobe runs (how many in parentheses: the "+
-			"input in detection, which the transform reuses; for a remux also the output). *poster*: for a transcode, "+
+			"input in detection, which the transform reuses). *poster*: for a transcode, "+
 			"what the poster output adds to the encode, the bare encode with it minus without it (the split branch "+
 			"dropped from `-filter_complex` and the second output's arguments removed: a difference of two medians of "+
 			"multi-second runs, whose noise on a loaded machine can exceed the poster's cost either way, down to below "+
 			"zero), and the CPU time it adds; for a remux, the worker's poster run and the part of it the "+
-			"remux and the ffprobe of the output beside it did not overlap. *poster share*: that cost (the difference, or the part not overlapped) ÷ the worker's end "+
+			"remux beside it did not overlap. *poster share*: that cost (the difference, or the part not overlapped) ÷ the worker's end "+
 			"to end time. *CPU s*: user + system CPU seconds of the whole job (the worker process, its ffmpeg/ffprobe "+
 			"runs and clamd) and of the bare commands; less disturbed by other load than wall time.\n\n%s",
 		clipSeconds, b.runs, ms(overhead),
@@ -321,7 +321,7 @@ func (b *bencher) videoCompare() (err error) {
 			b.rep.command("%s", cmd)
 		default:
 			b.rep.command("# the worker's %s for %s (replayed bare with its own scratch dir), then its poster "+
-				"(which the worker runs side by side with the ffprobe of the result):\nffmpeg %s\nffmpeg %s",
+				"(which the worker runs side by side with the remux):\nffmpeg %s\nffmpeg %s",
 				ex.kind, name, shellJoin(ex.main), shellJoin(ex.poster))
 		}
 	}
