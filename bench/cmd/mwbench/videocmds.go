@@ -107,8 +107,8 @@ func withoutPosterOutput(args []string) (_ []string, ok bool) {
 }
 
 // posterCommand builds, for an encode that wrote its poster itself, the separate poster run the
-// worker makes after a remux (poster() in transcoder/video.go): the encode's input options, -ss at
-// the poster time of its split branch, the encode's MP4 as input, the branch's scale, one JPEG to
+// worker makes after a remux (poster() in transcoder/video_poster.go): the encode's input options,
+// -skip_frame noref, -ss at the poster time of its split branch, the encode's MP4 as input, the branch's scale, one JPEG to
 // the encode's poster path.
 func posterCommand(enc []string) ([]string, error) {
 	t := slices.Index(enc, "-t") // inputArgs end with -t <max duration> -i file:<input>
@@ -131,7 +131,7 @@ func posterCommand(enc []string) ([]string, error) {
 	if !ok1 || !ok2 || !ok3 || mp4 == "" || poster == "" {
 		return nil, fmt.Errorf("building the poster command: unexpected poster branch or outputs in %q", enc)
 	}
-	return slices.Concat(enc[:t], []string{"-ss", at, "-i", "file:" + mp4,
+	return slices.Concat(enc[:t], []string{"-skip_frame", "noref", "-ss", at, "-i", "file:" + mp4,
 		"-map", "0:v:0", "-frames:v", "1", "-vf", scale,
 		"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:" + poster}), nil
 }

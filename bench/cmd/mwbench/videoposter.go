@@ -36,16 +36,22 @@ func (b *bencher) posterVariants(tl *bench.ToolLog, caps map[string]captured, ba
 			args []string
 		}
 		var variants []variant
-		var base []string
-		baseName := "the worker's: `-ss T -i` (decodes from the key frame before T up to T)"
+		var worker []string
+		workerName := "the worker's: `-skip_frame noref -ss T -i` (decodes the reference frames from the key frame before T up to T)"
 		if cp.poster != nil {
-			base = bareArgs(cp.poster, cp.jobDir, bd)
+			worker = bareArgs(cp.poster, cp.jobDir, bd)
 		} else {
 			var err error
-			if base, err = posterCommand(bareArgs(cp.main, cp.jobDir, bd)); err != nil {
+			if worker, err = posterCommand(bareArgs(cp.main, cp.jobDir, bd)); err != nil {
 				return err
 			}
-			baseName = "a separate run on the MP4, as the worker's remux path runs one on an H.264 upload: `-ss T -i` (decodes from the key frame before T up to T)"
+			workerName = "a separate run on the MP4, as the worker's remux path runs one on an H.264 upload: `-skip_frame noref -ss T -i` (decodes the reference frames from the key frame before T up to T)"
+		}
+		// base decodes every frame: the worker's command without its -skip_frame (the worker's poster
+		// before it skipped non-reference frames); the other variants start from it.
+		base := slices.Clone(worker)
+		if k := slices.Index(base, "-skip_frame"); k >= 0 && k+1 < len(base) {
+			base = slices.Delete(base, k, k+2)
 		}
 		in := slices.Index(base, "-i")
 		ss := slices.Index(base, "-ss")
@@ -57,7 +63,8 @@ func (b *bencher) posterVariants(tl *bench.ToolLog, caps map[string]captured, ba
 		skip := slices.Concat(base[:ss], []string{"-skip_frame", "nokey"}, base[ss:])
 		skipNA := slices.Concat(base[:ss], []string{"-skip_frame", "nokey", "-noaccurate_seek"}, base[ss:])
 		variants = append(variants,
-			variant{baseName, base},
+			variant{"`-ss T -i`, every frame decoded (from the key frame before T up to T)", base},
+			variant{workerName, worker},
 			variant{"`-skip_frame nokey -ss T -i` (key frames only)", skip},
 			variant{"`-skip_frame nokey -noaccurate_seek -ss T -i`", skipNA},
 		)
@@ -142,9 +149,10 @@ func (b *bencher) posterVariants(tl *bench.ToolLog, caps map[string]captured, ba
 		"On the 1080p outputs the bare replays wrote (%d s at 25 fps; the corpus clips and the worker's encodes use "+
 			"x264's default GOP, so each has one key frame, at 0), T as the worker chose it, medians of %d runs. The "+
 			"worker makes a separate poster run only after a remux (and in the rare fallbacks of an encode); a transcode's "+
-			"poster is a second output of its encode. So on the transcoded output the `-ss T -i` rows time the command "+
-			"the worker's remux path would run (`poster()` in transcoder/video.go, built from the encode's poster "+
-			"branch: same T and scale), and the last row what the worker actually pays. *speed-up* is against the first "+
+			"poster is a second output of its encode. So on the transcoded output the `-skip_frame noref -ss T -i` row times the command "+
+			"the worker's remux path would run (`poster()` in transcoder/video_poster.go, built from the encode's poster "+
+			"branch: same T and scale), and the last row what the worker actually pays. The first row of each output "+
+			"decodes every frame, as the worker's poster run did before it skipped non-reference frames. *speed-up* is against the first "+
 			"row of the output. `ffmpeg -version` alone takes %s (process start and library loading).\n\n%s\n%s",
 		clipSeconds, n, ms(ver),
 		table([]string{"output", "poster command", "time", "speed-up", "poster"}, rows),
