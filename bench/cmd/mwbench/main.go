@@ -46,6 +46,11 @@ type bencher struct {
 	parallel int // image jobs at once, for the worker and every baseline
 	// workerEnv is added to the environment of the workers startWorker starts (-worker-env).
 	workerEnv []string
+	// videoBareCPU is, per clip, the CPU seconds of the bare commands of its job (the videos phase),
+	// for clamd's share of a video job's CPU (the scan phase).
+	videoBareCPU map[string]float64
+	// sizing collects, from the phases, the numbers of the sizing table (sizing.go).
+	sizing sizingData
 }
 
 func main() {
@@ -162,6 +167,7 @@ func main() {
 			fatal(err)
 		}
 	}
+	b.sizingSection()
 	b.machine(false)
 	b.rep.Finished = time.Now()
 	b.rep.command("bash bench/run.sh    # make bench: builds, runs the orchestration benchmark, then:\n%s", strings.Join(os.Args, " "))

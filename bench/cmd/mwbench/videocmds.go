@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mediaworker/mediaworker/bench"
@@ -181,8 +182,16 @@ func timeTool(ctx context.Context, bin, dir string, args []string) (float64, err
 	if err != nil {
 		return 0, fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), shellJoin(args), err, out)
 	}
+	lastToolMaxRSS = 0
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		lastToolMaxRSS = ru.Maxrss << 10 // KiB on Linux
+	}
 	return took, nil
 }
+
+// lastToolMaxRSS is the peak resident memory of the latest timeTool run, in bytes (the benchmark runs
+// its tools one at a time): the sizing table's memory per video slot.
+var lastToolMaxRSS int64
 
 // wrapperOverhead is the extra wall time of a tool run through the logging wrapper.
 func (b *bencher) wrapperOverhead(tl *bench.ToolLog) float64 {

@@ -132,6 +132,7 @@ func (b *bencher) videoCompare() (err error) {
 				if err != nil {
 					return fmt.Errorf("bare %s: %w", cp.kind, err)
 				}
+				b.sizing.noteFFmpegRSS(cl.Name, lastToolMaxRSS)
 				var pst float64
 				if cp.poster != nil {
 					if pst, err = timeTool(b.ctx, tl.RealFFmpeg, out, bareArgs(cp.poster, cp.jobDir, bd)); err != nil {
@@ -195,6 +196,11 @@ func (b *bencher) videoCompare() (err error) {
 		bare := bench.Median(sums(bareMain[cl.Name], barePoster[cl.Name]))
 		r := e2e / bare
 		cpuW, cpuB := bench.Median(pick(ts, func(t videoTimes) float64 { return t.cpu })), bench.Median(bareCPU[cl.Name])
+		if b.videoBareCPU == nil {
+			b.videoBareCPU = map[string]float64{}
+		}
+		b.videoBareCPU[cl.Name] = cpuB
+		b.sizing.noteVideoJob(cl.Name, cp.kind, cpuW)
 		if wo := worst[cp.kind]; wo != nil && r > wo.r {
 			wo.r, wo.cpu, wo.name = r, cpuW/cpuB, cl.Name
 		}
@@ -210,9 +216,13 @@ func (b *bencher) videoCompare() (err error) {
 			with, without := bench.Median(bareMain[cl.Name]), bench.Median(bareNoPoster[cl.Name])
 			cpu := bench.Median(bareCPU[cl.Name]) - bench.Median(bareNoPosterCPU[cl.Name])
 			posterCost[cl.Name] = with - without
-			ps.share = (with - without) / e2e
-			ps.how = fmt.Sprintf("%s: bare encode with − without its poster output (%s − %s) ÷ worker publish → response %s; "+
-				"CPU time with − without: %s", cl.Name, secs(with), secs(without), secs(e2e), signedMS(cpu))
+			// The share is taken in CPU time, which other load disturbs far less than the difference of
+			// two multi-second wall times (that one, beside it, swung from -11 % to +18 % on a loaded
+			// 2-core machine): what the poster output adds to the bare encode's CPU ÷ the worker job's.
+			ps.share = cpu / cpuW
+			ps.how = fmt.Sprintf("%s: CPU time of the bare encode with − without its poster output (%s) ÷ the worker job's CPU time %.2f s; "+
+				"in wall time %s − %s ÷ publish → response %s = %.1f %%", cl.Name, signedMS(cpu), cpuW, secs(with), secs(without), secs(e2e),
+				100*(with-without)/e2e)
 			posterCol = fmt.Sprintf("%s in the encode (without: %s; CPU %s)", signedMS(with-without), secs(without), signedMS(cpu))
 			if cp.poster != nil { // the poster output came out empty and the worker made it again, separately
 				ps.share += sepShare
@@ -299,7 +309,8 @@ func (b *bencher) videoCompare() (err error) {
 			"dropped from `-filter_complex` and the second output's arguments removed: a difference of two medians of "+
 			"multi-second runs, whose noise on a loaded machine can exceed the poster's cost either way, down to below "+
 			"zero), and the CPU time it adds; for a remux, the worker's poster run and the part of it the "+
-			"remux beside it did not overlap. *poster share*: that cost (the difference, or the part not overlapped) ÷ the worker's end "+
+			"remux beside it did not overlap. *poster share*: for a transcode the CPU time the poster output adds ÷ the worker "+
+			"job's CPU time (the wall-time difference is too noisy to divide); for a remux the part not overlapped ÷ the worker's end "+
 			"to end time. *CPU s*: user + system CPU seconds of the whole job (the worker process, its ffmpeg/ffprobe "+
 			"runs and clamd) and of the bare commands; less disturbed by other load than wall time.\n\n%s",
 		clipSeconds, b.runs, ms(overhead),
