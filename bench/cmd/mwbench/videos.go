@@ -255,15 +255,19 @@ func (b *bencher) videoCompare() (err error) {
 			fmt.Sprintf("%.1f %%", 100*ps.share),
 			fmt.Sprintf("%.1f / %.1f", cpuW, cpuB)})
 	}
+	// Issue 13: a transcode within 5 % of the bare encode; a remux, a job of a fraction of a second
+	// whose fixed costs (the input's ffprobe, the object store, clamd) weigh more, within 15 % of the
+	// bare remux + poster.
+	limit := map[string]float64{"encode": 1.05, "remux": 1.15}
 	for _, k := range []string{"encode", "remux"} {
 		wo := worst[k]
 		if wo.name == "" {
 			continue
 		}
 		what := map[string]string{"encode": "transcoded clips", "remux": "remuxed clips (H.264/AAC MP4)"}[k]
-		b.rep.row("videos", "end-to-end wall time ÷ bare ffmpeg (the worker's own commands, poster included), worst of the "+what,
+		b.rep.row("videos", "end-to-end wall time ÷ bare ffmpeg (the worker's own commands, poster included, run one after the other), worst of the "+what,
 			fmt.Sprintf("worst: %s (CPU time worker ÷ bare %s); every clip below", wo.name, ratio(wo.cpu)),
-			ratio(wo.r), "≤ 1.05×", atMost(wo.r, 1.05))
+			ratio(wo.r), fmt.Sprintf("≤ %.2f× (issue 13)", limit[k]), atMost(wo.r, limit[k]))
 	}
 	// Poster share on 1080p: the worst transcoded clip, and separately a remuxed one (its job is short,
 	// so the same poster weighs much more).
@@ -284,11 +288,11 @@ func (b *bencher) videoCompare() (err error) {
 	}
 	if enc.how != "" {
 		b.rep.row("videos", "poster share of job time, 1080p transcoded clip (worst)",
-			enc.how, fmt.Sprintf("%.1f %%", 100*enc.share), "≤ 5 %", atMost(enc.share, 0.05))
+			enc.how, fmt.Sprintf("%.1f %%", 100*enc.share), "≤ 5 % (issue 13)", atMost(enc.share, 0.05))
 	}
 	if rem.how != "" {
 		b.rep.row("videos", "poster share of job time, 1080p remuxed clip",
-			rem.how, fmt.Sprintf("%.1f %%", 100*rem.share), "≤ 5 %", atMost(rem.share, 0.05))
+			rem.how, fmt.Sprintf("%.1f %%", 100*rem.share), "≤ 5 % (issue 13)", atMost(rem.share, 0.05))
 	}
 
 	overhead := b.wrapperOverhead(tl)
