@@ -142,6 +142,7 @@ func main() {
 		"videos":        b.videosPhase,
 		"scan":          b.scanPhase,
 		"memory":        b.memoryPhase,
+		"leak":          b.imageLeak, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
 		"orchestration": func() error { return b.orchestrationPhase(*orch, *orchCmd) },
 	}
 	for _, name := range strings.Split(*phases, ",") {
