@@ -206,13 +206,13 @@ func (b *bencher) scanRealistic() error {
 		"Sites run ClamAV's official database, so scans are also priced with a set of realistic size and shape, generated "+
 			"at bench time from a fixed seed by `bench/cmd/mwbench/sigdb.go` (cached in %s, never committed): %s, %d lines "+
 			"with the two canaries. Hashes are MD5/SHA256 of random content with log-uniform file sizes of 8 KiB-16 MiB; "+
-			"body and logical signatures are 2-4 random static runs of 4-24 bytes joined by `??`, `{n}`, `{n-m}` and `*`, "+
+			"body and logical signatures are 2-4 static runs of 4-24 bytes (a third built from script and Windows API strings "+
+			"or x86 instruction bytes, as real ones quote, the rest random) joined by `??`, `{n}`, `{n-m}` and `*`, "+
 			"with nibble wildcards and `(aa|bb)` alternatives, offsets `*`, `n`, `n,m`, `EOF-n` and `EP+n`, and target types "+
 			"weighted like the official set (PE 40 %%, any file 15 %%, HTML, text, OLE2, PDF, ELF, graphics). Random patterns "+
 			"match real files only by chance, so this prices clamd's matching work, not its detections; a file whose MD5 is in "+
 			"the set and one carrying a body signature's bytes were detected with it (and not with the dev set), so the set is live. "+
-			"Caveats: real patterns are less random than these (ASCII strings, x86 code, runs of zeros), so on some files they "+
-			"send clamd's matcher to verify candidates more often; and the official set adds bytecode, PE-section, container and "+
+			"Caveats: the official set's patterns are more varied than these, and it adds bytecode, PE-section, container and "+
 			"phishing signatures, which apply to executables, documents, archives and mail rather than to photos and videos, "+
 			"and takes clamd to ~1.2–1.5 GiB (operations.md).\n\n"+
 			"| clamd | signatures | start-up until PING answers | VmRSS after the runs |\n|---|---|---|---|\n"+

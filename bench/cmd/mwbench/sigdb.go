@@ -34,7 +34,7 @@ import (
 // set and matches with it: a file whose MD5 is in the .hdb and one carrying a body signature's bytes.
 
 // sigDBVersion names the cache directory; bump it when the generator or its counts change.
-const sigDBVersion = "sigdb-v1"
+const sigDBVersion = "sigdb-v2"
 
 // sigCounts are the generated signatures per file.
 type sigCounts struct{ md5, sha256, body, logical int }
@@ -117,7 +117,7 @@ func ensureSigDB(cacheRoot string, counts sigCounts) (SigDB, error) {
 			fmt.Fprintf(w, "%s:0:*:%s??%s{0-4}%s\n", db.BodyCanaryName, m[:20], m[22:40], m[40:])
 			for i := range counts.body {
 				t := g.target()
-				fmt.Fprintf(w, "%s:%d:%s:%s\n", g.name(i), t, g.offset(t), g.hexSig())
+				fmt.Fprintf(w, "%s:%d:%s:%s\n", g.name(i), t, g.offset(t), g.hexSig(t))
 			}
 			n += counts.body + 1
 			return nil
@@ -128,7 +128,7 @@ func ensureSigDB(cacheRoot string, counts sigCounts) (SigDB, error) {
 				subs := 2 + g.r.IntN(3)
 				parts := []string{g.name(i), fmt.Sprintf("Engine:51-255,Target:%d", t), g.expr(subs)}
 				for range subs {
-					parts = append(parts, g.hexSig())
+					parts = append(parts, g.hexSig(t))
 				}
 				fmt.Fprintln(w, strings.Join(parts, ";"))
 			}
@@ -220,9 +220,12 @@ func (g sigGen) offset(target int) string {
 	return "*"
 }
 
-// hexSig is a body pattern: two to four static runs of 4-24 bytes joined by ClamAV's wildcards, with
-// an occasional nibble wildcard or alternative inside a run.
-func (g sigGen) hexSig() string {
+// hexSig is a body pattern for target type t: two to four static runs of 4-24 bytes joined by
+// ClamAV's wildcards, with an occasional nibble wildcard or alternative inside a run. A third of the
+// runs are not random: real signatures hold script and API strings (HTML, text, any file) and x86
+// code (executables), whose bytes recur in files far more than random ones and so send clamd's
+// matcher to check candidates more often.
+func (g sigGen) hexSig(t int) string {
 	var b strings.Builder
 	runs := 2 + g.r.IntN(3)
 	for i := range runs {
@@ -239,7 +242,7 @@ func (g sigGen) hexSig() string {
 				b.WriteString("*")
 			}
 		}
-		run := hex.EncodeToString(g.bytes(4 + g.r.IntN(21)))
+		run := hex.EncodeToString(g.staticRun(t))
 		switch x := g.r.IntN(10); {
 		case x == 0: // a nibble wildcard in the middle of the run
 			k := 2 * (2 + g.r.IntN(len(run)/2-3))
@@ -251,6 +254,37 @@ func (g sigGen) hexSig() string {
 		b.WriteString(run)
 	}
 	return b.String()
+}
+
+// sigStrings and sigCode are the material of non-random runs: strings of scripts and Windows API
+// names that real signatures quote, and common x86 instruction bytes.
+var (
+	sigStrings = []string{"eval(", "unescape(", "document.write(", "String.fromCharCode", "<script", "<iframe ",
+		"ActiveXObject", "WScript.Shell", "powershell -", "cmd.exe /c", "http://", "base64,", "function(",
+		"window.location", "CreateObject(", "Shell.Application", ".exe", "VirtualAlloc", "LoadLibraryA",
+		"GetProcAddress", "kernel32.dll", "WriteProcessMemory", "Content-Type", "/JavaScript", "/OpenAction"}
+	sigCode = [][]byte{{0x55, 0x8b, 0xec}, {0x83, 0xec}, {0x8b, 0x45, 0x08}, {0x50}, {0xff, 0x15}, {0x6a, 0x00},
+		{0xc3}, {0x33, 0xc0}, {0x89, 0x45, 0xfc}, {0x00, 0x00}, {0xe8}, {0x74}, {0x75}, {0x8b, 0x4d}, {0x5d}}
+)
+
+// staticRun is one static run of 4-24 bytes: random, or built from sigStrings (for HTML, text and
+// any-file targets) or sigCode (executables) with random bytes mixed in.
+func (g sigGen) staticRun(t int) []byte {
+	n := 4 + g.r.IntN(21)
+	if g.r.IntN(3) != 0 {
+		return g.bytes(n)
+	}
+	var b []byte
+	for len(b) < n {
+		switch {
+		case t == 1 || t == 6:
+			b = append(b, sigCode[g.r.IntN(len(sigCode))]...)
+		case g.r.IntN(2) == 0:
+			b = append(b, sigStrings[g.r.IntN(len(sigStrings))]...)
+		}
+		b = append(b, g.bytes(1+g.r.IntN(3))...)
+	}
+	return b[:n]
 }
 
 // expr is a logical expression over n subsignatures: all of them, any two of them, or the first with
