@@ -9,7 +9,11 @@
 #   -leak-n N       jobs in the RSS-over-many-jobs run with S3 storage (default 10000, as the issue asks;
 #                   the run with the embedded object store does N/2)
 #   -large-mib N    size of the large video input (default 477: under the worker's 500 MiB cap)
-#   -phases LIST    startup,images,videos,scan,memory,orchestration (default: all; image-throughput: only the images' throughput comparison)
+#   -phases LIST    startup,images,videos,scan,memory,orchestration (default: all); also, alone:
+#                   image-throughput (the images' throughput comparison) and leak (the
+#                   RSS-over-many-jobs part of images)
+# The scan phase also generates a realistic ClamAV signature set (about 490,000 signatures, cached
+# beside the corpus) and starts a second clamd with it; CI never loads it.
 # The corpus is cached in ${MW_CACHE_DIR:-~/.cache/mediaworker}/bench (about 1.2 GB; the first run
 # spends a few minutes making it). Scratch space: bench/out/ (git-ignored), emptied at every run.
 # Needs ffmpeg, ffprobe, vips, clamd, clamdscan and prlimit: scripts/install-deps.sh installs them.

@@ -8,11 +8,12 @@ import (
 	"os"
 )
 
-// readMP4Info describes an MP4 that this package's ffmpeg wrote: the duration from the movie header,
-// the first video track's size from its track header and the codecs from the sample descriptions.
-// It reads only the boxes it needs (the index, first thanks to fast start) and is bounded, but it is
-// not meant for uploads: those are described by ffprobe, under the tool's resource limits. Reading our
-// own encode's header here saves an ffprobe run (about 100 ms) per transcoded video.
+// readMP4Info describes an MP4 that this package's ffmpeg wrote (an encode, or a remux of streams the
+// input's ffprobe already checked): the duration from the movie header, the first video track's size
+// and the codecs from the sample descriptions. It reads only the boxes it needs (the index, first
+// thanks to fast start) and is bounded, but it is not meant for uploads: those are described by
+// ffprobe, under the tool's resource limits. Reading our own output's header here saves an ffprobe run
+// (about 100 ms) per video.
 func readMP4Info(path string) (VideoInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {

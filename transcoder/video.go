@@ -279,8 +279,7 @@ func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoRe
 //
 // One ffmpeg run writes the MP4 and, when it re-encodes, the poster too (a second output fed from the
 // frames it decodes anyway, so the poster costs one JPEG encode). A remux decodes nothing, so its
-// poster is a separate run from the upload's video stream, beside the remux and the ffprobe that
-// checks its result.
+// poster is a separate run from the upload's video stream, beside the remux.
 func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir string) (VideoResult, error) {
 	if err := ctx.Err(); err != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
@@ -307,8 +306,8 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 	if v.canRemux(p) {
 		// Stream copy; should the input surprise ffmpeg, encode it after all. A copy decodes
 		// nothing, so the poster is a run of its own, from the upload's video stream (the frames
-		// the copy carries, already upright): it starts with the remux and runs beside it and the
-		// ffprobe of the result, mostly waiting on process start-up like they do.
+		// the copy carries, already upright): it starts with the remux and runs beside it, mostly
+		// waiting on process start-up like the remux does.
 		posterDone = make(chan struct{})
 		pctx, stopPoster := context.WithCancel(ctx)
 		defer stopPoster()
@@ -329,16 +328,18 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 		}
 	}
 	if res.Remuxed {
-		// The copied streams are the upload's, so ffprobe checks the result.
-		po, perr := v.probe(ctx, res.MP4Path)
+		// Our own ffmpeg's muxer wrote this MP4 (the streams are the upload's, already described and
+		// checked by the input's ffprobe), so its header is read in Go like an encode's: an ffprobe
+		// run here cost about 100 ms, most of a remux job's time after the copy itself.
+		var rerr error
+		out, rerr = readMP4Info(res.MP4Path)
 		<-posterDone
-		if perr != nil {
-			if ctx.Err() != nil {
-				return VideoResult{}, perr
-			}
-			return VideoResult{}, internal("probing the remuxed video", perr)
+		if ctx.Err() != nil {
+			return VideoResult{}, fmt.Errorf("transforming video: %w", ctx.Err())
 		}
-		out = po.info
+		if rerr != nil {
+			return VideoResult{}, internal("reading the remuxed video", rerr)
+		}
 	} else {
 		err := v.encode(ctx, src, p, outDir, res.MP4Path, posterPath, posterAt)
 		if errors.Is(err, errPosterOutput) {

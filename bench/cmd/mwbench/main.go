@@ -46,6 +46,11 @@ type bencher struct {
 	parallel int // image jobs at once, for the worker and every baseline
 	// workerEnv is added to the environment of the workers startWorker starts (-worker-env).
 	workerEnv []string
+	// videoBareCPU is, per clip, the CPU seconds of the bare commands of its job (the videos phase),
+	// for clamd's share of a video job's CPU (the scan phase).
+	videoBareCPU map[string]float64
+	// sizing collects, from the phases, the numbers of the sizing table (sizing.go).
+	sizing sizingData
 }
 
 func main() {
@@ -141,6 +146,7 @@ func main() {
 		"videos":           b.videosPhase,
 		"scan":             b.scanPhase,
 		"memory":           b.memoryPhase,
+		"leak":             b.imageLeak, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
 		"orchestration":    func() error { return b.orchestrationPhase(*orch, *orchCmd) },
 	}
 	for _, name := range strings.Split(*phases, ",") {
@@ -166,6 +172,7 @@ func main() {
 			fatal(err)
 		}
 	}
+	b.sizingSection()
 	b.machine(false)
 	b.rep.Finished = time.Now()
 	b.rep.command("bash bench/run.sh    # make bench: builds, runs the orchestration benchmark, then:\n%s", strings.Join(os.Args, " "))

@@ -176,6 +176,7 @@ func (b *bencher) memoryPhase() (err error) {
 	}
 	took := time.Since(start)
 	last := points[len(points)-1]
+	b.sizing.idleRSS, b.sizing.mixedHWM, b.sizing.imageSlots = first.rss, last.hwm, imageJobs
 	b.rep.row("memory", fmt.Sprintf("VmHWM over %d passes of a %d-file mixed corpus, default slots (%d image, %d video)",
 		passes, len(files), imageJobs, videoJobs),
 		fmt.Sprintf("VmHWM %s, VmRSS after %s; goroutines %v idle → %v after", mib(float64(last.hwm)), mib(float64(last.rss)),

@@ -17,7 +17,8 @@ import (
 
 // scanPhase compares the worker's clamd client (scanner.Scanner.ScanFile, INSTREAM) with clamdscan
 // --stream on the same 100 MiB file and the same clamd, and times other chunk sizes and the path mode
-// (clamd reads the file itself) for the recommendations.
+// (clamd reads the file itself) for the recommendations; then prices scans with a realistic signature
+// set beside the dev one (scanreal.go).
 func (b *bencher) scanPhase() error {
 	file := b.corpus.Scan
 	size := fileSize(file)
@@ -123,7 +124,7 @@ func (b *bencher) scanPhase() error {
 		table([]string{"client", "runs", "time", "throughput", "vs clamdscan --stream"}, rows))
 	b.rep.command("# scanning baseline (clamdscan.conf holds only TCPSocket %s / TCPAddr %s):\nclamdscan %s", port, host,
 		strings.Join(clamdscan, " "))
-	return nil
+	return b.scanRealistic()
 }
 
 // scanPath asks clamd to scan a file by path (zSCAN), as a worker sharing clamd's filesystem could.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mediaworker/mediaworker/bench"
@@ -40,7 +41,8 @@ func runKinds(runs []bench.ToolRun) string {
 
 // capture finds the encode (or remux), the separate poster run if any and the output probe of one
 // job. A transcode is one encode run, whose second output is the poster, and nothing else; a remux
-// is followed by a poster run and the ffprobe of its result.
+// has a poster run beside it (and, in workers before the remux's header was read in Go, an ffprobe
+// of its result).
 func capture(runs []bench.ToolRun) (captured, error) {
 	var cp captured
 	inputProbes := 0
@@ -65,8 +67,8 @@ func capture(runs []bench.ToolRun) (captured, error) {
 	}
 	switch cp.kind {
 	case "remux":
-		if cp.poster == nil || cp.probe == nil {
-			return cp, fmt.Errorf("tool log lacks the remux's poster run or the probe of its output (%s)", runKinds(runs))
+		if cp.poster == nil {
+			return cp, fmt.Errorf("tool log lacks the remux's poster run (%s)", runKinds(runs))
 		}
 	case "encode":
 		if noPoster, ok := withoutPosterOutput(cp.main); ok {
@@ -106,8 +108,8 @@ func withoutPosterOutput(args []string) (_ []string, ok bool) {
 }
 
 // posterCommand builds, for an encode that wrote its poster itself, the separate poster run the
-// worker makes after a remux (poster() in transcoder/video.go): the encode's input options, -ss at
-// the poster time of its split branch, the encode's MP4 as input, the branch's scale, one JPEG to
+// worker makes after a remux (poster() in transcoder/video_poster.go): the encode's input options,
+// -skip_frame noref, -ss at the poster time of its split branch, the encode's MP4 as input, the branch's scale, one JPEG to
 // the encode's poster path.
 func posterCommand(enc []string) ([]string, error) {
 	t := slices.Index(enc, "-t") // inputArgs end with -t <max duration> -i file:<input>
@@ -130,7 +132,7 @@ func posterCommand(enc []string) ([]string, error) {
 	if !ok1 || !ok2 || !ok3 || mp4 == "" || poster == "" {
 		return nil, fmt.Errorf("building the poster command: unexpected poster branch or outputs in %q", enc)
 	}
-	return slices.Concat(enc[:t], []string{"-ss", at, "-i", "file:" + mp4,
+	return slices.Concat(enc[:t], []string{"-skip_frame", "noref", "-ss", at, "-i", "file:" + mp4,
 		"-map", "0:v:0", "-frames:v", "1", "-vf", scale,
 		"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:" + poster}), nil
 }
@@ -180,8 +182,16 @@ func timeTool(ctx context.Context, bin, dir string, args []string) (float64, err
 	if err != nil {
 		return 0, fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), shellJoin(args), err, out)
 	}
+	lastToolMaxRSS = 0
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		lastToolMaxRSS = ru.Maxrss << 10 // KiB on Linux
+	}
 	return took, nil
 }
+
+// lastToolMaxRSS is the peak resident memory of the latest timeTool run, in bytes (the benchmark runs
+// its tools one at a time): the sizing table's memory per video slot.
+var lastToolMaxRSS int64
 
 // wrapperOverhead is the extra wall time of a tool run through the logging wrapper.
 func (b *bencher) wrapperOverhead(tl *bench.ToolLog) float64 {

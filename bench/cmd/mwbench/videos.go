@@ -132,6 +132,7 @@ func (b *bencher) videoCompare() (err error) {
 				if err != nil {
 					return fmt.Errorf("bare %s: %w", cp.kind, err)
 				}
+				b.sizing.noteFFmpegRSS(cl.Name, lastToolMaxRSS)
 				var pst float64
 				if cp.poster != nil {
 					if pst, err = timeTool(b.ctx, tl.RealFFmpeg, out, bareArgs(cp.poster, cp.jobDir, bd)); err != nil {
@@ -195,6 +196,11 @@ func (b *bencher) videoCompare() (err error) {
 		bare := bench.Median(sums(bareMain[cl.Name], barePoster[cl.Name]))
 		r := e2e / bare
 		cpuW, cpuB := bench.Median(pick(ts, func(t videoTimes) float64 { return t.cpu })), bench.Median(bareCPU[cl.Name])
+		if b.videoBareCPU == nil {
+			b.videoBareCPU = map[string]float64{}
+		}
+		b.videoBareCPU[cl.Name] = cpuB
+		b.sizing.noteVideoJob(cl.Name, cp.kind, cpuW)
 		if wo := worst[cp.kind]; wo != nil && r > wo.r {
 			wo.r, wo.cpu, wo.name = r, cpuW/cpuB, cl.Name
 		}
@@ -210,9 +216,13 @@ func (b *bencher) videoCompare() (err error) {
 			with, without := bench.Median(bareMain[cl.Name]), bench.Median(bareNoPoster[cl.Name])
 			cpu := bench.Median(bareCPU[cl.Name]) - bench.Median(bareNoPosterCPU[cl.Name])
 			posterCost[cl.Name] = with - without
-			ps.share = (with - without) / e2e
-			ps.how = fmt.Sprintf("%s: bare encode with − without its poster output (%s − %s) ÷ worker publish → response %s; "+
-				"CPU time with − without: %s", cl.Name, secs(with), secs(without), secs(e2e), signedMS(cpu))
+			// The share is taken in CPU time, which other load disturbs far less than the difference of
+			// two multi-second wall times (that one, beside it, swung from -11 % to +18 % on a loaded
+			// 2-core machine): what the poster output adds to the bare encode's CPU ÷ the worker job's.
+			ps.share = cpu / cpuW
+			ps.how = fmt.Sprintf("%s: CPU time of the bare encode with − without its poster output (%s) ÷ the worker job's CPU time %.2f s; "+
+				"in wall time %s − %s ÷ publish → response %s = %.1f %%", cl.Name, signedMS(cpu), cpuW, secs(with), secs(without), secs(e2e),
+				100*(with-without)/e2e)
 			posterCol = fmt.Sprintf("%s in the encode (without: %s; CPU %s)", signedMS(with-without), secs(without), signedMS(cpu))
 			if cp.poster != nil { // the poster output came out empty and the worker made it again, separately
 				ps.share += sepShare
@@ -220,11 +230,11 @@ func (b *bencher) videoCompare() (err error) {
 				posterCol += fmt.Sprintf(" + a %s run", ms(sepPoster))
 			}
 		case cp.kind == "remux":
-			// The poster run (from the upload's video stream) starts with the remux and runs beside it
-			// and the ffprobe of the output: only what sticks out of them lengthens the job.
+			// The poster run (from the upload's video stream) starts with the remux and runs beside it:
+			// only what sticks out of it lengthens the job.
 			exposed := bench.Median(pick(ts, func(t videoTimes) float64 { return t.posterExposed }))
 			ps.share = bench.Median(pick(ts, func(t videoTimes) float64 { return t.posterExposed / t.e2e }))
-			ps.how = fmt.Sprintf("%s: the part of the poster run not overlapped by the remux and the ffprobe of the output beside it "+
+			ps.how = fmt.Sprintf("%s: the part of the poster run not overlapped by the remux beside it "+
 				"(%s of the %s run) ÷ publish → response %s; the whole poster run is %.1f %% of it",
 				cl.Name, ms(exposed), ms(sepPoster), secs(e2e), 100*sepShare)
 			posterCol = fmt.Sprintf("%s run, %s not overlapped", ms(sepPoster), ms(exposed))
@@ -245,15 +255,19 @@ func (b *bencher) videoCompare() (err error) {
 			fmt.Sprintf("%.1f %%", 100*ps.share),
 			fmt.Sprintf("%.1f / %.1f", cpuW, cpuB)})
 	}
+	// Issue 13: a transcode within 5 % of the bare encode; a remux, a job of a fraction of a second
+	// whose fixed costs (the input's ffprobe, the object store, clamd) weigh more, within 15 % of the
+	// bare remux + poster.
+	limit := map[string]float64{"encode": 1.05, "remux": 1.15}
 	for _, k := range []string{"encode", "remux"} {
 		wo := worst[k]
 		if wo.name == "" {
 			continue
 		}
 		what := map[string]string{"encode": "transcoded clips", "remux": "remuxed clips (H.264/AAC MP4)"}[k]
-		b.rep.row("videos", "end-to-end wall time ÷ bare ffmpeg (the worker's own commands, poster included), worst of the "+what,
+		b.rep.row("videos", "end-to-end wall time ÷ bare ffmpeg (the worker's own commands, poster included, run one after the other), worst of the "+what,
 			fmt.Sprintf("worst: %s (CPU time worker ÷ bare %s); every clip below", wo.name, ratio(wo.cpu)),
-			ratio(wo.r), "≤ 1.05×", atMost(wo.r, 1.05))
+			ratio(wo.r), fmt.Sprintf("≤ %.2f× (issue 13)", limit[k]), atMost(wo.r, limit[k]))
 	}
 	// Poster share on 1080p: the worst transcoded clip, and separately a remuxed one (its job is short,
 	// so the same poster weighs much more).
@@ -274,11 +288,11 @@ func (b *bencher) videoCompare() (err error) {
 	}
 	if enc.how != "" {
 		b.rep.row("videos", "poster share of job time, 1080p transcoded clip (worst)",
-			enc.how, fmt.Sprintf("%.1f %%", 100*enc.share), "≤ 5 %", atMost(enc.share, 0.05))
+			enc.how, fmt.Sprintf("%.1f %%", 100*enc.share), "≤ 5 % (issue 13)", atMost(enc.share, 0.05))
 	}
 	if rem.how != "" {
 		b.rep.row("videos", "poster share of job time, 1080p remuxed clip",
-			rem.how, fmt.Sprintf("%.1f %%", 100*rem.share), "≤ 5 %", atMost(rem.share, 0.05))
+			rem.how, fmt.Sprintf("%.1f %%", 100*rem.share), "≤ 5 % (issue 13)", atMost(rem.share, 0.05))
 	}
 
 	overhead := b.wrapperOverhead(tl)
@@ -287,19 +301,20 @@ func (b *bencher) videoCompare() (err error) {
 			"(`--max-video-jobs 1`), medians of %d runs, worker and bare (and, for transcodes, the bare encode without its "+
 			"poster output) interleaved. *worker*: publish → response (download with clamd INSTREAM, ffprobe of the input, "+
 			"then a transcode: one ffmpeg run writing the MP4 and the poster, the MP4's header read in Go; or a remux: the "+
-			"stream copy, then the ffprobe of the result, with a poster ffmpeg run from the upload's video stream beside both; uploads), so ffprobe ×1 "+
-			"(transcode) / ×2 (remux). *bare*: the worker's own commands, taken from its first job of the clip (ffmpeg and "+
+			"stream copy, its MP4 header read in Go too, with a poster ffmpeg run from the upload's video stream beside it; uploads), so one "+
+			"ffprobe per job. *bare*: the worker's own commands, taken from its first job of the clip (ffmpeg and "+
 			"ffprobe wrapped with a logging script; the wrapper costs %s per tool run, charged to the worker), run with "+
 			"only the scratch paths changed: the encode with its poster output, or the remux then the poster one after "+
-			"the other, as a naive script would (without the ffprobe of the result).\n\n%s\n"+
+			"the other, as a naive script would.\n\n%s\n"+
 			"*overhead* is the worker's end-to-end time minus the bare commands: roughly fixed per job, so the ratio "+
 			"improves with longer clips. *worker probes* is the sum of its ffprobe runs (how many in parentheses: the "+
-			"input in detection, which the transform reuses; for a remux also the output). *poster*: for a transcode, "+
+			"input in detection, which the transform reuses). *poster*: for a transcode, "+
 			"what the poster output adds to the encode, the bare encode with it minus without it (the split branch "+
 			"dropped from `-filter_complex` and the second output's arguments removed: a difference of two medians of "+
 			"multi-second runs, whose noise on a loaded machine can exceed the poster's cost either way, down to below "+
 			"zero), and the CPU time it adds; for a remux, the worker's poster run and the part of it the "+
-			"remux and the ffprobe of the output beside it did not overlap. *poster share*: that cost (the difference, or the part not overlapped) ÷ the worker's end "+
+			"remux beside it did not overlap. *poster share*: for a transcode the CPU time the poster output adds ÷ the worker "+
+			"job's CPU time (the wall-time difference is too noisy to divide); for a remux the part not overlapped ÷ the worker's end "+
 			"to end time. *CPU s*: user + system CPU seconds of the whole job (the worker process, its ffmpeg/ffprobe "+
 			"runs and clamd) and of the bare commands; less disturbed by other load than wall time.\n\n%s",
 		clipSeconds, b.runs, ms(overhead),
@@ -321,7 +336,7 @@ func (b *bencher) videoCompare() (err error) {
 			b.rep.command("%s", cmd)
 		default:
 			b.rep.command("# the worker's %s for %s (replayed bare with its own scratch dir), then its poster "+
-				"(which the worker runs side by side with the ffprobe of the result):\nffmpeg %s\nffmpeg %s",
+				"(which the worker runs side by side with the remux):\nffmpeg %s\nffmpeg %s",
 				ex.kind, name, shellJoin(ex.main), shellJoin(ex.poster))
 		}
 	}

@@ -38,7 +38,7 @@ func encodeArgs(withPoster bool) []string {
 }
 
 func posterArgs(mp4 string) []string {
-	return slices.Concat(fields(input), []string{"-ss", "0.600", "-i", "file:" + mp4, "-map", "0:v:0", "-frames:v", "1",
+	return slices.Concat(fields(input), []string{"-skip_frame", "noref", "-ss", "0.600", "-i", "file:" + mp4, "-map", "0:v:0", "-frames:v", "1",
 		"-vf", "scale=w='min(1280,iw)':h=-2", "-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:" + job + "/poster.jpg"})
 }
 
