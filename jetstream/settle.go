@@ -118,11 +118,12 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		}
 	}
 
-	// Remembered before the ack: a redelivery after a lost ack finds it (settled.go).
+	// Remembered (sent before the ack, not awaited): a redelivery after a lost ack finds it (settled.go);
+	// should this write be lost too, the outbox recorded above still stops a second outcome.
 	if state != "" {
 		// Like the publishes: a job that finished as the drain timed out is still recorded.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-		err := w.done.remember(rctx, d.reqSeq, state)
+		err := w.done.rememberSoon(rctx, d.reqSeq, state)
 		cancel()
 		if err != nil {
 			// The memory is a guard against a lost ack after the duplicate window, not a dependency:

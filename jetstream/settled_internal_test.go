@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -25,7 +26,21 @@ func TestSettledRoutedNeverOverwritesFinal(t *testing.T) {
 			t.Fatalf("remember(%d, %s): %v", step.seq, step.state, err)
 		}
 	}
-	for seq, want := range map[uint64]string{1: settledFinal, 2: settledFinal} {
+	// settle records with rememberSoon: the same rule without waiting for each write.
+	for _, step := range []struct {
+		seq   uint64
+		state string
+	}{{3, settledFinal}, {3, settledRouted}, {4, settledRouted}, {4, settledFinal}} {
+		if err := m.rememberSoon(ctx, step.seq, step.state); err != nil {
+			t.Fatalf("rememberSoon(%d, %s): %v", step.seq, step.state, err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the asynchronous records were not acknowledged within 10 s")
+	}
+	for seq, want := range map[uint64]string{1: settledFinal, 2: settledFinal, 3: settledFinal, 4: settledFinal} {
 		if got, _, err := m.recall(ctx, seq); err != nil || got != want {
 			t.Errorf("request %d: %q %v, want %q", seq, got, err, want)
 		}
