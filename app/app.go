@@ -185,7 +185,7 @@ func (a *App) connect(ctx context.Context) error {
 		}
 		a.embedded = s
 		cc.Embedded = s
-		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("data_dir", a.cfg.NATS.Embedded.DataDir).
+		a.log.Info().Str("listen", a.cfg.NATS.Embedded.Listen).Str("url", s.ClientURL()).Str("data_dir", a.cfg.NATS.Embedded.DataDir).
 			Str("auth", orNone(a.cfg.NATS.Auth.Method(), a.cfg.NATS.Embedded.ServerConfig)).Msg("embedded nats server started")
 	}
 	nc, js, err := natsjs.Connect(cc)

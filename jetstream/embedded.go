@@ -69,6 +69,11 @@ func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
 		return nil, err
 	}
 	opts.ServerName = "mediaworker"
+	if port == 0 {
+		// Port 0 means "any free port", as for every Go listener; nats-server reads 0 as its default
+		// 4222 (and -1 as random), so two workers on ":0" would fight over 4222.
+		port = server.RANDOM_PORT
+	}
 	opts.Host, opts.Port = host, port
 	opts.JetStream = true
 	opts.StoreDir = filepath.Join(c.DataDir, "jetstream")

@@ -173,3 +173,18 @@ func selfSigned(t *testing.T) (certFile, keyFile string) {
 	return writeFile(t, "cert.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))),
 		writeFile(t, "key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})))
 }
+
+// --nats-listen 127.0.0.1:0 means any free port, as for any Go listener: two servers started that way
+// at once both run (nats-server alone would put both on its default 4222, and the second would not start).
+func TestEmbeddedListenPortZeroPicksAFreePort(t *testing.T) {
+	a := startEmbedded(t, embeddedCfg(t, "127.0.0.1:0"))
+	b := startEmbedded(t, embeddedCfg(t, "127.0.0.1:0"))
+	if a == b {
+		t.Fatalf("both servers report %s", a)
+	}
+	for _, url := range []string{a, b} {
+		if err := connects(url); err != nil {
+			t.Errorf("connecting to %s: %v", url, err)
+		}
+	}
+}
