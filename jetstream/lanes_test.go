@@ -2,7 +2,6 @@ package jetstream_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -176,28 +174,8 @@ func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
 	r.awaitEmptyWorkQueue()
 
 	// The copy triage published, as it is stored: same request sequence, same route id.
-	s, err := r.js.Stream(context.Background(), r.cfg.RequestsStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := s.Info(context.Background())
-	routeSeq := info.State.LastSeq // request 1, its route 2
-	reqSeq := routeSeq - 1
-	m := nats.NewMsg(r.cfg.WorkSubject(pipeline.Image))
-	m.Data, _ = json.Marshal(contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
-	m.Header.Set(natsjs.HeaderRequestSeq, fmt.Sprint(reqSeq))
-	routeID := fmt.Sprintf("route/%s/%d/image", r.cfg.RequestsStream(), reqSeq)
-	// Publish again until the stream takes it: the duplicate window has passed then.
-	testenv.Eventually(t, 10*time.Second, func() error {
-		ack, err := r.js.PublishMsg(context.Background(), m, jetstream.WithMsgID(routeID))
-		if err != nil {
-			return err
-		}
-		if ack.Duplicate {
-			return errors.New("still inside the duplicate window")
-		}
-		return nil
-	})
+	reqSeq := r.lastSeq(r.cfg.RequestsStream()) - 1 // request 1, its route 2
+	r.publishLateRoute(id, reqSeq)
 	r.awaitEmptyWorkQueue()
 	if n := r.proc.callsOf(id); n != 1 {
 		t.Fatalf("the late duplicate ran the job again: %d runs", n)
