@@ -84,6 +84,15 @@ func collectCorpus(t *testing.T) []corpusFile {
 		"animated.png":              testenv.MakeAPNG(t, gen, 320, 240, 10),
 		"phone-portrait-exif-6.jpg": testenv.MakeJPEGOrientation(t, gen, 1600, 1200, 6),
 		"heic-photo.heic":           testenv.MakeHEIC(t, gen, 1600, 1200),
+		// Device videos: a portrait HLG phone clip (rotation matrix), HDR10 PQ, a screen recorder's
+		// VP9/Opus MKV, an old camera's MPEG-4/MP3 AVI, a camcorder's H.264/AC-3 MTS, a voice memo
+		// (audio alone: refused). devices_test.go checks what each of them comes out as.
+		"phone-hlg-portrait.mov": testenv.MakePhoneHLG(t, gen),
+		"hdr10-pq.mp4":           testenv.MakePQClip(t, gen),
+		"screen-vp9-opus.mkv":    testenv.MakeScreenMKV(t, gen),
+		"camera-mpeg4-mp3.avi":   testenv.MakeCameraAVI(t, gen),
+		"camcorder-h264-ac3.mts": testenv.MakeCamcorderMTS(t, gen),
+		"voice-memo-aac.m4a":     testenv.MakeM4A(t, gen),
 		// Uploads cut short, as flaky mobile connections leave them.
 		"truncated-photo.jpg":  cutFile(t, testenv.MakeJPEG(t, t.TempDir(), 1600, 1200), 2),
 		"truncated-photo.heic": cutFile(t, testenv.MakeHEIC(t, t.TempDir(), 1600, 1200), 2),
@@ -280,10 +289,14 @@ func TestRealWorldCorpus(t *testing.T) {
 	goroutines := runtime.NumGoroutine()
 
 	got := map[string]expectation{}
+	var (
+		w   *world
+		ids map[string]string
+	)
 	t.Run("worker", func(t *testing.T) {
-		w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.MaxImageJobs, c.MaxVideoJobs = 2, 1 })
+		w = startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.MaxImageJobs, c.MaxVideoJobs = 2, 1 })
 		start := time.Now()
-		ids := make(map[string]string, len(files))
+		ids = make(map[string]string, len(files))
 		for i, f := range files {
 			key := fmt.Sprintf("corpus/%04d/%s", i, filepath.Base(f.name))
 			ids[f.id()] = w.request(w.upload(f.path, key))
@@ -308,6 +321,20 @@ func TestRealWorldCorpus(t *testing.T) {
 	})
 	if record {
 		writeCorpusTable(t, files, got)
+	}
+	// Exactly one response per file, counted once the worker has stopped (await only sees the
+	// responses that are in when it is called), and none for anything else.
+	if w != nil && len(ids) == len(files) {
+		w.mu.Lock()
+		for _, f := range files {
+			if n := len(w.responses[ids[f.id()]]); n != 1 {
+				t.Errorf("%s: %d responses, want exactly one", f.id(), n)
+			}
+		}
+		if len(w.responses) != len(files) {
+			t.Errorf("responses for %d mediaIds, %d files sent", len(w.responses), len(files))
+		}
+		w.mu.Unlock()
 	}
 	goroutinesFlat(t, goroutines)
 	if record {

@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +47,8 @@ func TestDeviceMedia(t *testing.T) {
 		{"AAC voice memo .m4a", testenv.MakeM4A(t, media), want{errorMsg: "detecting: unsupported media type: audio/mp4"}},
 		{"mimetype's m4a.m4a", filepath.Join(samples, "m4a.m4a"), want{errorMsg: "detecting: unsupported media type: audio/mp4"}},
 	}
+	// The SDR pattern the HDR clips were made from: what their tone-mapped output should look like.
+	sdr := testenv.MeasureFrame(t, testenv.SDRReference(t, media, 320, 180))
 	ids := make([]string, len(inputs))
 	for i, in := range inputs {
 		ids[i] = w.request(w.upload(in.path, "dev/"+filepath.Base(in.path)))
@@ -80,11 +84,18 @@ func TestDeviceMedia(t *testing.T) {
 			if in.want.hdr != "" && (c.Primaries != "bt709" || c.Transfer != "bt709" || c.Space != "bt709") {
 				t.Errorf("tone-mapped MP4 tagged %s/%s/%s, want bt709", c.Primaries, c.Transfer, c.Space)
 			}
+			if in.want.hdr != "" {
+				checkNotWashedOut(t, file, sdr)
+			}
 			if a := testenv.FFprobe(t, file).Stream("audio"); in.want.audio && (a == nil || a.CodecName != "aac") {
 				t.Errorf("MP4 audio %+v, want aac", a)
 			}
 			poster := variant(t, r, contracts.QualityThumbnail)
-			img := testenv.DecodeImage(t, w.fetch(servedKey(t, w, poster.URL)))
+			posterFile := w.fetch(servedKey(t, w, poster.URL))
+			if in.want.hdr != "" {
+				checkNotWashedOut(t, posterFile, sdr)
+			}
+			img := testenv.DecodeImage(t, posterFile)
 			if img.Loader != "jpegload" || img.Width != in.want.w || img.Height != in.want.h ||
 				poster.Width != img.Width || poster.Height != img.Height {
 				t.Errorf("poster %dx%d (%s), response says %dx%d, want %dx%d", img.Width, img.Height, img.Loader,
@@ -98,6 +109,68 @@ func TestDeviceMedia(t *testing.T) {
 			t.Fatalf("got %+v", r)
 		}
 	})
+	scratchEmpty(t, w)
+}
+
+// checkNotWashedOut decodes the first frame of a video or image the plain way (as a browser that
+// ignores HDR tags would) and compares it with the SDR pattern the HDR clip was made from: an HDR
+// source passed on untreated measures at about a third of the pattern's saturation.
+func checkNotWashedOut(t *testing.T, path string, sdr testenv.FrameStats) {
+	t.Helper()
+	got := testenv.MeasureFrame(t, path)
+	t.Logf("%s: luma %.0f saturation %.0f (SDR pattern %.0f/%.0f)", filepath.Base(path), got.Luma, got.Saturation, sdr.Luma, sdr.Saturation)
+	if got.Saturation < 0.65*sdr.Saturation || math.Abs(got.Luma-sdr.Luma) > 0.2*sdr.Luma {
+		t.Errorf("%s looks washed out or dark: luma %.0f saturation %.0f, the SDR pattern %.0f/%.0f",
+			filepath.Base(path), got.Luma, got.Saturation, sdr.Luma, sdr.Saturation)
+	}
+}
+
+// TestDeviceImages: an AVIF photo, an animated GIF and an animated WebP from a phone or messenger,
+// through the real worker, come out as a user expects: three WebP variants each, the AVIF a still of
+// its own size (never a video: AVIF's parent type is MP4), the animations still animated (each variant
+// decoded and its frames counted), no warnings.
+func TestDeviceImages(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, nil)
+	media := t.TempDir()
+	inputs := []struct {
+		name, path, mime string
+		w, h, frames     int // of the high variant
+	}{
+		{"AVIF still", testenv.MakeAVIF(t, media, 1600, 1200), "image/avif", 1600, 1200, 1},
+		{"animated GIF", testenv.MakeGIF(t, media, 480, 270, 12), "image/gif", 480, 270, 12},
+		{"animated WebP", testenv.MakeAnimatedWebP(t, media, 480, 270, 12), "image/webp", 480, 270, 12},
+	}
+	ids := make([]string, len(inputs))
+	for i, in := range inputs {
+		ids[i] = w.request(w.upload(in.path, "dev/"+filepath.Base(in.path)))
+	}
+	for i, in := range inputs {
+		t.Run(in.name, func(t *testing.T) {
+			r := w.await(ids[i], 3*time.Minute)
+			if !r.Success || len(r.Processed) != 3 || len(r.Warnings) != 0 {
+				t.Fatalf("want three WebP variants and no warnings, got %+v", r)
+			}
+			if m := r.Metadata; m == nil || m.MIME != in.mime {
+				t.Errorf("metadata %+v, want %s", r.Metadata, in.mime)
+			}
+			for _, v := range r.Processed {
+				if v.Format != contracts.FormatWebP {
+					t.Errorf("%s variant is %s, want webp", v.Quality, v.Format)
+					continue
+				}
+				img := testenv.DecodeImage(t, w.fetch(servedKey(t, w, v.URL)))
+				frames, _ := strconv.Atoi(img.Fields["n-pages"])
+				if img.Loader != "webpload" || img.Width != v.Width || img.Height != v.Height || max(frames, 1) != in.frames {
+					t.Errorf("%s: decodes as %s %dx%d with %d frames; the response says %dx%d, want %d frames",
+						v.Quality, img.Loader, img.Width, img.Height, frames, v.Width, v.Height, in.frames)
+				}
+				if v.Quality == contracts.QualityHigh && (v.Width != in.w || v.Height != in.h) {
+					t.Errorf("high variant %dx%d, want %dx%d (never enlarged)", v.Width, v.Height, in.w, in.h)
+				}
+			}
+		})
+	}
 	scratchEmpty(t, w)
 }
 
