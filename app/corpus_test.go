@@ -23,8 +23,8 @@ import (
 )
 
 // The real-world corpus: files other projects ship as test data (Go's image packages with PngSuite,
-// golang.org/x/image, mimetype's format samples), plus device-like images made here, run through the
-// whole worker. Every file's expected outcome is in testdata/corpus.tsv; regenerate it with
+// golang.org/x/image, mimetype's and filetype's format samples, imaging's EXIF orientation set), plus
+// device-like images and videos made here, run through the whole worker. Every file's expected outcome is in testdata/corpus.tsv; regenerate it with
 // MW_CORPUS_RECORD=1 after a deliberate change, and read the diff.
 
 const (
@@ -33,6 +33,10 @@ const (
 	// zip after v1.4.3).
 	xImageVersion  = "v0.47.0"
 	mimetypeCorpus = "v1.4.3"
+	// imaging ships its test images (the EXIF orientation set orientation_0..8.jpg among them),
+	// filetype its format samples (old QuickTime, MP4, MKV, WebM, a 5 MB TIFF, documents).
+	imagingCorpus  = "v1.6.2"
+	filetypeCorpus = "v1.1.3"
 )
 
 // corpusFile is one file of the corpus: where it comes from and its path there.
@@ -47,7 +51,7 @@ func (f corpusFile) id() string { return f.source + "\t" + f.name }
 var imageExt = []string{".png", ".jpeg", ".jpg", ".gif", ".webp", ".tiff", ".tif", ".bmp"}
 
 // collectCorpus gathers the corpus at test time: Go's own testdata from GOROOT, the modules' through
-// the module proxy (or cache), the device-like images made with ffmpeg and libvips.
+// the module proxy (or cache), the device-like media made with ffmpeg and libvips.
 func collectCorpus(t *testing.T) []corpusFile {
 	t.Helper()
 	var files []corpusFile
@@ -72,6 +76,10 @@ func collectCorpus(t *testing.T) []corpusFile {
 		return inTestdata(rel) && slices.Contains(imageExt, strings.ToLower(filepath.Ext(rel)))
 	})
 	walk("mimetype", filepath.Join(testenv.ModuleDir(t, "github.com/gabriel-vasile/mimetype", mimetypeCorpus), "testdata"),
+		func(string) bool { return true })
+	walk("imaging", filepath.Join(testenv.ModuleDir(t, "github.com/disintegration/imaging", imagingCorpus), "testdata"),
+		func(string) bool { return true })
+	walk("filetype", filepath.Join(testenv.ModuleDir(t, "github.com/h2non/filetype", filetypeCorpus), "fixtures"),
 		func(string) bool { return true })
 
 	gen := t.TempDir()
@@ -317,6 +325,7 @@ func TestRealWorldCorpus(t *testing.T) {
 			}
 		}
 		t.Logf("responses classified in %s", time.Since(start).Round(time.Millisecond))
+		checkOrientationSet(t, files, responses)
 		scratchEmpty(t, w)
 	})
 	if record {
@@ -362,6 +371,49 @@ func TestRealWorldCorpus(t *testing.T) {
 	t.Logf("outcomes: %v", counts)
 }
 
+// checkOrientationSet: imaging's orientation_1..8.jpg store one picture (an "F", 50×70 upright) in
+// each of the eight EXIF orientations, orientation_0.jpg has none. Every high variant must show it
+// upright: the size of orientation_0's, and black or white where its is, at four points that tell
+// each rotation and mirroring apart.
+func checkOrientationSet(t *testing.T, files []corpusFile, responses map[string]contracts.Response) {
+	t.Helper()
+	points := [][2]int{{12, 17}, {37, 17}, {12, 52}, {37, 52}}
+	look := func(name string) (w, h int, lum []float64) {
+		r := responses["imaging\t"+name]
+		if !r.Success {
+			t.Errorf("imaging %s: %s", name, r.Error)
+			return 0, 0, nil
+		}
+		v := variant(t, r, contracts.QualityHigh)
+		path := downloadVariant(t, v.URL)
+		for _, p := range points {
+			lum = append(lum, testenv.Pixel(t, path, p[0], p[1])[0])
+		}
+		return v.Width, v.Height, lum
+	}
+	if !slices.ContainsFunc(files, func(f corpusFile) bool { return f.id() == "imaging\torientation_8.jpg" }) {
+		t.Fatal("imaging's orientation set is not in the corpus")
+	}
+	w0, h0, want := look("orientation_0.jpg")
+	if w0 != 50 || h0 != 70 || want == nil || want[0] > 64 || want[3] < 192 {
+		t.Fatalf("control: orientation_0.jpg's high variant is %dx%d with %v at %v, want an upright 50×70 F", w0, h0, want, points)
+	}
+	for o := 1; o <= 8; o++ {
+		name := fmt.Sprintf("orientation_%d.jpg", o)
+		w, h, got := look(name)
+		if w != w0 || h != h0 || len(got) != len(want) {
+			t.Errorf("%s: high variant %dx%d, want %dx%d upright", name, w, h, w0, h0)
+			continue
+		}
+		for i := range got {
+			if d := got[i] - want[i]; d > 64 || d < -64 {
+				t.Errorf("%s: %v at %v, orientation_0.jpg has %v: not upright", name, got, points, want)
+				break
+			}
+		}
+	}
+}
+
 func writeCorpusTable(t *testing.T, files []corpusFile, got map[string]expectation) {
 	t.Helper()
 	var b strings.Builder
@@ -369,8 +421,9 @@ func writeCorpusTable(t *testing.T, files []corpusFile, got map[string]expectati
 	b.WriteString("# outcome (images N: N still WebPs; animated N: N animated WebPs; still+warning N: first frame\n")
 	b.WriteString("# only, with the warning; video N: MP4 and poster; failed: the error a person reads), detail.\n")
 	b.WriteString("# Sources: go = $(go env GOROOT)/src/image/**/testdata, x/image = golang.org/x/image@" + xImageVersion + "\n")
-	b.WriteString("# testdata images, mimetype = github.com/gabriel-vasile/mimetype@" + mimetypeCorpus + "/testdata, generated = made\n")
-	b.WriteString("# by the test. Written by MW_CORPUS_RECORD=1 go test -run TestRealWorldCorpus ./app; review every change.\n")
+	b.WriteString("# testdata images, mimetype = github.com/gabriel-vasile/mimetype@" + mimetypeCorpus + "/testdata, imaging =\n")
+	b.WriteString("# github.com/disintegration/imaging@" + imagingCorpus + "/testdata, filetype = github.com/h2non/filetype@" + filetypeCorpus + "/fixtures,\n")
+	b.WriteString("# generated = made by the test. Written by MW_CORPUS_RECORD=1 go test -run TestRealWorldCorpus ./app; review every change.\n")
 	for _, f := range files {
 		e := got[f.id()]
 		fmt.Fprintf(&b, "%s\t%s\t%s\n", f.id(), e.outcome, e.detail)
