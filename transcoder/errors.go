@@ -13,6 +13,9 @@ type Error struct {
 	// Detail is what a library said about the input, for the operator's log; it is not part of
 	// Error(), which a person who uploaded the file reads and which must not carry library internals.
 	Detail string
+	// cause is the failure Detail describes, kept for Unwrap (errors.As finds the tool's error)
+	// without putting its words in Error().
+	cause error
 }
 
 func (e *Error) Error() string {
@@ -22,7 +25,12 @@ func (e *Error) Error() string {
 	return e.Msg + ": " + e.Err.Error()
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return e.cause
+}
 
 // IsBadInput reports whether err is (or wraps) an Error caused by the input.
 func IsBadInput(err error) bool {
@@ -30,6 +38,23 @@ func IsBadInput(err error) bool {
 	return errors.As(err, &e) && e.BadInput
 }
 
+// ErrorDetail returns what a tool or library said about a failed transform in err's chain (ffmpeg's
+// stderr, libvips' message), for the operator's log; "" when there is none. The response carries
+// only the message for people.
+func ErrorDetail(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Detail
+	}
+	return ""
+}
+
 func badInput(msg string, err error) *Error { return &Error{BadInput: true, Msg: msg, Err: err} }
+
+// badInputSaid is bad input that a tool or library described in its own words (ffmpeg's stderr, say):
+// the person who uploaded the file reads msg alone, the operator's log gets the words as Detail.
+func badInputSaid(msg string, cause error) *Error {
+	return &Error{BadInput: true, Msg: msg, Detail: cause.Error(), cause: cause}
+}
 
 func internal(msg string, err error) *Error { return &Error{Msg: msg, Err: err} }

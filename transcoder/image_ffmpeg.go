@@ -77,7 +77,7 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 		var e *Error
 		if errors.As(err, &e) && e.BadInput && e.Msg == decodeAnimationStep+": "+undecodableVideo {
 			// ffmpeg's words ("Invalid OBU length", "chunk too big") are for the operator's log.
-			return ImageResult{}, &Error{BadInput: true, Detail: e.Error(), Msg: fmt.Sprintf(
+			return ImageResult{}, &Error{BadInput: true, Detail: e.Detail, cause: e.cause, Msg: fmt.Sprintf(
 				"decoding image: the %s animation is damaged or truncated (was the upload cut short?)", sn.Format)}
 		}
 		return ImageResult{}, err

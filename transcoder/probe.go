@@ -53,7 +53,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			return probed{}, lerr
 		}
 		if te.exitCode > 0 && !te.systemFailure() {
-			return probed{}, badInput("not a supported video ("+supportedVideos+")", err)
+			return probed{}, badInputSaid("not a supported video ("+supportedVideos+")", err)
 		}
 		return probed{}, internal("probing video", err)
 	}

@@ -38,9 +38,9 @@ func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) err
 	if te.exitCode < 0 || te.systemFailure() {
 		return internal(step, err)
 	}
-	// ffmpeg's own words follow, for whoever debugs it; the sentence before them is for the person
-	// who uploaded the file.
-	return badInput(step+": "+undecodableVideo, err)
+	// The sentence is for the person who uploaded the file; ffmpeg's own words ("Value inf for
+	// parameter 'time_base' out of range", "moov atom not found") are for whoever debugs it: Detail.
+	return badInputSaid(step+": "+undecodableVideo, err)
 }
 
 // undecodableVideo is the sentence for an upload ffmpeg failed to decode; the image path matches it to
@@ -52,12 +52,12 @@ const undecodableVideo = "the video could not be decoded (damaged, cut off or in
 func (v *Videos) limitError(step string, te *toolError) *Error {
 	switch {
 	case te.hitCPULimit():
-		return badInput(fmt.Sprintf("%s: the video needs more CPU time than the limit of %s", step, te.cpuLimit), te)
+		return badInputSaid(fmt.Sprintf("%s: the video needs more CPU time than the limit of %s", step, te.cpuLimit), te)
 	case te.signal == syscall.SIGXFSZ:
-		return badInput(fmt.Sprintf("%s: the video would write a file larger than the limit of %d MiB",
+		return badInputSaid(fmt.Sprintf("%s: the video would write a file larger than the limit of %d MiB",
 			step, (v.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
 	case te.outOfMemory():
-		return badInput(fmt.Sprintf("%s: the video needs more memory than the limit of %d MiB (%d MiB per allocation)",
+		return badInputSaid(fmt.Sprintf("%s: the video needs more memory than the limit of %d MiB (%d MiB per allocation)",
 			step, v.cfg.MaxMemoryBytes>>20, maxAllocBytes>>20), te)
 	}
 	return nil

@@ -192,6 +192,7 @@ func TestVideoDeviceContainersDamaged(t *testing.T) {
 				case err == nil:
 					t.Logf("decoded %.1f s of %.1f s", res.MP4.Duration, res.Source.Duration)
 				case transcoder.IsBadInput(err):
+					checkVideoErrorForPeople(t, err, cut)
 					t.Logf("refused: %v", err)
 				default:
 					t.Fatalf("internal error for a damaged upload: %v", err)

@@ -258,8 +258,31 @@ func TestVideoBadInputs(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), tc.wantMsg) {
 				t.Errorf("error %q, want it to start with %q", err, tc.wantMsg)
 			}
+			checkVideoErrorForPeople(t, err, tc.path)
 			t.Logf("%v", err)
 		})
+	}
+}
+
+// checkVideoErrorForPeople: a video refused as bad input is told in words for the person who
+// uploaded it, without ffmpeg's or ffprobe's own (those go to the operator's log as Detail), the
+// file's name or path.
+func checkVideoErrorForPeople(t *testing.T, err error, path string) {
+	t.Helper()
+	msg := err.Error()
+	for _, bad := range []string{"ffmpeg", "ffprobe", "exited with", "killed (", " @ 0x", "Invalid data", "moov", "time_base",
+		filepath.Dir(path), filepath.Base(path)} {
+		if strings.Contains(msg, bad) {
+			t.Errorf("the message a person reads contains %q: %q", bad, msg)
+		}
+	}
+	// What the tool said is still there for the operator's log, through any wrapping.
+	detail := transcoder.ErrorDetail(fmt.Errorf("transforming: %w", err))
+	if fromTool := strings.HasPrefix(msg, "not a supported video") || strings.Contains(msg, "could not be decoded"); fromTool && detail == "" {
+		t.Errorf("%q has no detail for the operator", msg)
+	}
+	if detail != "" {
+		t.Logf("for the operator: %s", detail)
 	}
 }
 
