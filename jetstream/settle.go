@@ -11,6 +11,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/tracing"
+	"github.com/mediaworker/mediaworker/transcoder"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -188,7 +189,11 @@ func (w *Worker) report(out pipeline.Outcome, d *delivery, log zerolog.Logger) {
 			w.observe("invalid", "", d)
 			return
 		}
-		log.Info().Str("error", out.Response.Error).Msg("job failed permanently")
+		ev := log.Info().Str("error", out.Response.Error)
+		if detail := transcoder.ErrorDetail(out.Err); detail != "" {
+			ev = ev.Str("detail", detail) // ffmpeg's or libvips' words, kept out of the response
+		}
+		ev.Msg("job failed permanently")
 		w.observe("failed", out.MediaKind, d)
 	case pipeline.GaveUp:
 		log.Error().Err(out.Err).Str("reason", out.Reason).Msg("job gave up; request moved to the dead-letter stream")
