@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -290,6 +291,35 @@ func TestConsoleNeedsTheOperatorToken(t *testing.T) {
 	// Health and metrics stay open, as before.
 	if code, _ := get(t, base+"/health"); code != http.StatusOK {
 		t.Fatalf("/health: %d", code)
+	}
+}
+
+// TestConsoleBeyondLoopbackNeedsAToken: a worker whose HTTP listens on every interface (the scan API off,
+// so it may start without a token) keeps the console and its actions shut, naming the setting to set;
+// health stays open. The test connects through 127.0.0.1 only.
+func TestConsoleBeyondLoopbackNeedsAToken(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.HTTPAddr, c.ScanAPI.Enabled = "0.0.0.0:0", false })
+	_, port, err := net.SplitHostPort(w.app.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://127.0.0.1:" + port
+	for _, path := range []string{"/", "/console/live"} {
+		if code, body := get(t, base+path); code != http.StatusForbidden || !strings.Contains(body, "--scan-api-token") {
+			t.Errorf("GET %s beyond loopback without a token: %d %.200q, want 403 naming --scan-api-token", path, code, body)
+		}
+	}
+	resp, err := http.Post(base+"/console/dlq/purge", "application/x-www-form-urlencoded", strings.NewReader("csrf=x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("purge beyond loopback without a token: %d, want 403", resp.StatusCode)
+	}
+	if code, _ := get(t, base+"/health"); code != http.StatusOK {
+		t.Errorf("/health: %d", code)
 	}
 }
 
