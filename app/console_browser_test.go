@@ -335,8 +335,15 @@ func TestStaleSignatures(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd_signatures") || !strings.Contains(body, "--max-signature-age 72h") {
 		t.Fatalf("ready with 10-day-old signatures: %d %s", code, body)
 	}
-	if _, body := get(t, base+"/health"); !strings.Contains(body, `"signatureVersion": 27000`) || !strings.Contains(body, `"stale": true`) {
-		t.Errorf("/health does not report the stale signatures: %s", body)
+	_, health := get(t, base+"/health")
+	if !strings.Contains(health, `"signatureVersion": 27000`) || !strings.Contains(health, `"stale": true`) {
+		t.Errorf("/health does not report the stale signatures: %s", health)
+	}
+	// The signature date, as clamd reports it (in its own zone: the margin allows any offset).
+	if m := regexp.MustCompile(`"signatureDate": "([^"]+)"`).FindStringSubmatch(health); m == nil {
+		t.Errorf("/health lacks the signature date: %s", health)
+	} else if date, err := time.Parse(time.RFC3339, m[1]); err != nil || time.Since(date) < 226*time.Hour || time.Since(date) > 254*time.Hour {
+		t.Errorf("/health's signature date %s (%v), want about 10 days ago", m[1], err)
 	}
 	_, metrics := get(t, base+"/metrics")
 	m := regexp.MustCompile(`(?m)^mediaworker_clamd_signature_age_seconds (\S+)$`).FindStringSubmatch(metrics)
