@@ -92,9 +92,15 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	wg.Go(func() { dead, deadCount = s.deadLetters(ctx) })
 	wg.Wait()
 
+	// Each dead letter counts on the lane that gave up on it; one without Mw-Consumer (written before
+	// the header existed) on triage, which every request passes.
 	for i := range queues {
 		for _, d := range dead {
-			if d.Stream == queues[i].Stream {
+			consumer := d.Consumer
+			if consumer == "" {
+				consumer = a.cfg.Streams.Durable
+			}
+			if d.Stream == queues[i].Stream && consumer == queues[i].Consumer {
 				queues[i].DeadLetters++
 			}
 		}
@@ -298,7 +304,8 @@ func (s *consoleSource) deadLetters(ctx context.Context) ([]console.DeadLetter, 
 
 func deadLetterOf(dl natsjs.DeadLetter) console.DeadLetter {
 	return console.DeadLetter{Seq: dl.Seq, Time: dl.Time, MediaID: dl.MediaID, Reason: dl.Reason, LastError: dl.LastError,
-		Deliveries: dl.Deliveries, Stream: dl.Header.Get(natsjs.HeaderStream), Payload: dl.PayloadText, Headers: dl.Header}
+		Deliveries: dl.Deliveries, Stream: dl.Header.Get(natsjs.HeaderStream), Consumer: dl.Header.Get(natsjs.HeaderConsumer),
+		Payload: dl.PayloadText, Headers: dl.Header}
 }
 
 func (s *consoleSource) DeadLetter(ctx context.Context, seq uint64) (console.DeadLetter, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/png"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -118,9 +119,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	if strings.Contains(dom, w.cfg.Streams.AdvisoryStream()) {
 		t.Errorf("the console lists the advisories stream's consumer among the queues")
 	}
-	for _, lane := range []string{w.cfg.Streams.LaneDurable("image"), w.cfg.Streams.LaneDurable("video")} {
-		if !strings.Contains(dom, lane) {
-			t.Errorf("the rendered console lacks the lane consumer %s", lane)
+	// The DLQ column counts per consumer: the junk request was given up by triage, not by a lane.
+	for consumer, want := range map[string]string{w.cfg.Streams.Durable: "1",
+		w.cfg.Streams.LaneDurable("image"): "0", w.cfg.Streams.LaneDurable("video"): "0"} {
+		row := regexp.MustCompile(`(?s)q-name">` + regexp.QuoteMeta(consumer) + `</div>.*?<td class="num">(\d+)</td>\s*</tr>`).FindStringSubmatch(dom)
+		if row == nil {
+			t.Errorf("the rendered console lacks the consumer %s among the queues", consumer)
+		} else if row[1] != want {
+			t.Errorf("the queues list %s dead letters for %s, want %s", row[1], consumer, want)
 		}
 	}
 	// With --virtual-time-budget the page's clock runs 8 s: its 3-second refresh must have replaced the
@@ -288,6 +294,35 @@ func TestConsoleNeedsTheOperatorToken(t *testing.T) {
 	}
 }
 
+// TestConsoleBeyondLoopbackNeedsAToken: a worker whose HTTP listens on every interface (the scan API off,
+// so it may start without a token) keeps the console and its actions shut, naming the setting to set;
+// health stays open. The test connects through 127.0.0.1 only.
+func TestConsoleBeyondLoopbackNeedsAToken(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) { c.HTTPAddr, c.ScanAPI.Enabled = "0.0.0.0:0", false })
+	_, port, err := net.SplitHostPort(w.app.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://127.0.0.1:" + port
+	for _, path := range []string{"/", "/console/live"} {
+		if code, body := get(t, base+path); code != http.StatusForbidden || !strings.Contains(body, "--scan-api-token") {
+			t.Errorf("GET %s beyond loopback without a token: %d %.200q, want 403 naming --scan-api-token", path, code, body)
+		}
+	}
+	resp, err := http.Post(base+"/console/dlq/purge", "application/x-www-form-urlencoded", strings.NewReader("csrf=x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("purge beyond loopback without a token: %d, want 403", resp.StatusCode)
+	}
+	if code, _ := get(t, base+"/health"); code != http.StatusOK {
+		t.Errorf("/health: %d", code)
+	}
+}
+
 // TestStaleSignatures: a clamd whose official signatures are 10 days old still answers PING, but the
 // worker is not ready, says why, exports the age, and the console shows clamd red with the reason.
 func TestStaleSignatures(t *testing.T) {
@@ -300,8 +335,15 @@ func TestStaleSignatures(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd_signatures") || !strings.Contains(body, "--max-signature-age 72h") {
 		t.Fatalf("ready with 10-day-old signatures: %d %s", code, body)
 	}
-	if _, body := get(t, base+"/health"); !strings.Contains(body, `"signatureVersion": 27000`) || !strings.Contains(body, `"stale": true`) {
-		t.Errorf("/health does not report the stale signatures: %s", body)
+	_, health := get(t, base+"/health")
+	if !strings.Contains(health, `"signatureVersion": 27000`) || !strings.Contains(health, `"stale": true`) {
+		t.Errorf("/health does not report the stale signatures: %s", health)
+	}
+	// The signature date, as clamd reports it (in its own zone: the margin allows any offset).
+	if m := regexp.MustCompile(`"signatureDate": "([^"]+)"`).FindStringSubmatch(health); m == nil {
+		t.Errorf("/health lacks the signature date: %s", health)
+	} else if date, err := time.Parse(time.RFC3339, m[1]); err != nil || time.Since(date) < 226*time.Hour || time.Since(date) > 254*time.Hour {
+		t.Errorf("/health's signature date %s (%v), want about 10 days ago", m[1], err)
 	}
 	_, metrics := get(t, base+"/metrics")
 	m := regexp.MustCompile(`(?m)^mediaworker_clamd_signature_age_seconds (\S+)$`).FindStringSubmatch(metrics)

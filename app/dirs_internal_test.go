@@ -52,3 +52,22 @@ func TestPrivateDirRefusesWritableByOthers(t *testing.T) {
 		t.Error("a file was accepted as a dir")
 	}
 }
+
+// A dir another user owns is refused even with mode 0700: its owner could still swap the files in it.
+// As root the test gives its own dir away; otherwise "/" (root's) is such a dir.
+func TestPrivateDirRefusesAnotherOwner(t *testing.T) {
+	dir := "/"
+	if os.Geteuid() == 0 {
+		dir = filepath.Join(t.TempDir(), "theirs")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := privateDir(dir, "--tmp-dir")
+	if err == nil || !strings.Contains(err.Error(), "--tmp-dir "+dir+" is owned by uid") || !strings.Contains(err.Error(), "not by this user") {
+		t.Fatalf("a dir owned by another user: %v, want a refusal naming --tmp-dir and the owner", err)
+	}
+}

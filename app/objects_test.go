@@ -115,7 +115,8 @@ func TestObjectsServeOnlyVariants(t *testing.T) {
 	}
 }
 
-// A range deep into a multi-chunk object comes back exactly, and the handler leaves no stream behind.
+// An MP4 variant over many chunks: conditional requests by its ETag, and ranges deep into it, come back
+// exactly, and the handler leaves no stream behind.
 func TestObjectsRangeOverChunks(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	w := startWorld(t, app.StorageNATS, clamd, nil)
@@ -129,6 +130,21 @@ func TestObjectsRangeOverChunks(t *testing.T) {
 	resp, body := fetchURL(t, url, nil)
 	if resp.StatusCode != 200 || !bytes.Equal(body, data) || resp.Header.Get("Content-Type") != "video/mp4" {
 		t.Fatalf("full GET: %s, %d bytes, %s", resp.Status, len(body), resp.Header.Get("Content-Type"))
+	}
+	// A player's or CDN's revalidation and resumed range: the ETag is stable, If-None-Match answers 304,
+	// and If-Range with it still gets the part (with a stale one, the whole file).
+	etag := resp.Header.Get("ETag")
+	if again, _ := fetchURL(t, url, map[string]string{"Range": "bytes=0-0"}); etag == "" || again.Header.Get("ETag") != etag {
+		t.Errorf("ETag %q, then %q: want one stable ETag", etag, again.Header.Get("ETag"))
+	}
+	if resp, _ := fetchURL(t, url, map[string]string{"If-None-Match": etag}); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("If-None-Match: %s, want 304", resp.Status)
+	}
+	if resp, part := fetchURL(t, url, map[string]string{"Range": "bytes=100-199", "If-Range": etag}); resp.StatusCode != http.StatusPartialContent || !bytes.Equal(part, data[100:200]) {
+		t.Errorf("If-Range with the current ETag: %s, %d bytes", resp.Status, len(part))
+	}
+	if resp, all := fetchURL(t, url, map[string]string{"Range": "bytes=100-199", "If-Range": `"stale"`}); resp.StatusCode != 200 || len(all) != len(data) {
+		t.Errorf("If-Range with a stale ETag: %s, %d bytes, want the whole file", resp.Status, len(all))
 	}
 	for _, rg := range [][2]int{{0, 0}, {2<<20 + 7, 2<<20 + 300000}, {len(data) - 10, len(data) - 1}} {
 		resp, part := fetchURL(t, url, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", rg[0], rg[1])})

@@ -40,7 +40,7 @@ type Queue struct {
 	AckPending  int    // delivered, not yet acknowledged: in flight
 	Redelivered int    // delivered more than once and not yet acknowledged
 	Waiting     int    // pull requests waiting (instances with a free slot)
-	DeadLetters int    // dead letters that came from this consumer's stream (of those listed)
+	DeadLetters int    // dead letters this consumer gave up on (of those listed)
 	Error       string // the consumer could not be read
 }
 
@@ -93,6 +93,7 @@ type DeadLetter struct {
 	LastError  string
 	Deliveries int
 	Stream     string // where the request came from
+	Consumer   string // the consumer (triage or a lane) that gave up on it
 	Payload    string
 	Headers    map[string][]string
 }

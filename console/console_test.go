@@ -326,3 +326,27 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 		t.Fatal("still blocked after the window")
 	}
 }
+
+// Jobs in hand are listed with their elapsed time; a video's progress is a bar, an image (which reports
+// none) has no bar.
+func TestInFlightJobsShowProgressBars(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	now := time.Now()
+	src.snap.InFlight = []Job{
+		{MediaID: "clip-9", Kind: "video", Started: now.Add(-150 * time.Second), Progress: 0.42},
+		{MediaID: "photo-9", Kind: "image", Started: now.Add(-2 * time.Second), Progress: -1},
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/console/live", nil)
+	code, body, _ := fetch(t, noRedirect(), req)
+	if code != 200 {
+		t.Fatalf("GET /console/live: %d", code)
+	}
+	video := regexp.MustCompile(`(?s)clip-9</span> <span class="kind">video</span> <span class="muted">2m3\ds</span></div>\s*<progress max="1" value="0.42"[^>]*></progress><span class="mono small">42%</span>`)
+	if !video.MatchString(body) {
+		t.Errorf("the video in flight lacks its elapsed time or its 42%% bar:\n%s", body)
+	}
+	image := regexp.MustCompile(`(?s)photo-9</span> <span class="kind">image</span> <span class="muted">\d+\.\ds</span></div>\s*</li>`)
+	if !image.MatchString(body) || strings.Count(body, "<progress") != 1 {
+		t.Errorf("the image in flight should show its elapsed time and no bar:\n%s", body)
+	}
+}

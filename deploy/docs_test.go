@@ -44,7 +44,7 @@ func TestOperationsDocListsEveryMetric(t *testing.T) {
 func TestContractDocListsDeadLetterHeaders(t *testing.T) {
 	doc := readDoc(t, "../docs/contract.md")
 	for _, h := range []string{natsjs.HeaderReason, natsjs.HeaderLastError, natsjs.HeaderDeliveries, natsjs.HeaderStream,
-		natsjs.HeaderStreamSeq, natsjs.HeaderPublishedAt, natsjs.HeaderDeadAt, natsjs.HeaderMsgID} {
+		natsjs.HeaderStreamSeq, natsjs.HeaderPublishedAt, natsjs.HeaderDeadAt, natsjs.HeaderMsgID, natsjs.HeaderConsumer} {
 		if !strings.Contains(doc, "`"+h+"`") {
 			t.Errorf("docs/contract.md does not describe the dead-letter header %s", h)
 		}

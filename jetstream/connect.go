@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -28,6 +29,10 @@ type ConnectConfig struct {
 	// long-running worker wants. Commands that run once fail instead.
 	Reconnect bool
 	Log       zerolog.Logger
+	// Denied, when set, hears each permissions violation the server reports on this connection. NATS
+	// answers a request the user may not make with no reply at all (the violation comes apart, as an
+	// asynchronous error), so a command that runs once stops on it instead of waiting out its timeout.
+	Denied func(error)
 }
 
 // Connect opens a NATS connection and its JetStream context. A refused credential's error says which
@@ -46,6 +51,14 @@ func Connect(c ConnectConfig) (*nats.Conn, jetstream.JetStream, error) {
 			nats.ReconnectHandler(func(nc *nats.Conn) {
 				log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to nats")
 			}))
+	}
+	if c.Denied != nil {
+		denied := c.Denied
+		opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				denied(err)
+			}
+		}))
 	}
 	var (
 		auth []nats.Option

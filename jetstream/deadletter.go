@@ -21,6 +21,7 @@ const (
 	HeaderPublishedAt = "Mw-Published-At" // when the request was stored (RFC 3339)
 	HeaderDeadAt      = "Mw-Dead-At"      // when it was dead-lettered (RFC 3339)
 	HeaderMsgID       = "Mw-Msg-Id"       // the request's own Nats-Msg-Id, kept for operators
+	HeaderConsumer    = "Mw-Consumer"     // the durable that gave up: triage's or a lane's (the console counts per lane)
 )
 
 // copiedHeaders are the request headers a copy (dead letter, lane message) carries over: the trace
@@ -61,6 +62,11 @@ func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.M
 	}
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(d.deliveries, 10))
 	m.Header.Set(HeaderStream, w.cfg.RequestsStream())
+	consumer := w.cfg.Durable
+	if d.lane != "" {
+		consumer = w.cfg.LaneDurable(d.lane)
+	}
+	m.Header.Set(HeaderConsumer, consumer)
 	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(d.reqSeq, 10))
 	if !d.published.IsZero() {
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))

@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -142,8 +143,25 @@ func StartEmbedded(cfg EmbeddedConfig, log zerolog.Logger) (*server.Server, erro
 	if err != nil {
 		return nil, fmt.Errorf("creating embedded nats server: %w", err)
 	}
-	s.SetLoggerV2(serverLogger{log.With().Str("component", "nats-server").Logger()}, false, false, false)
-	go s.Start()
+	fatal := make(chan string, 1)
+	s.SetLoggerV2(serverLogger{l: log.With().Str("component", "nats-server").Logger(), fatal: fatal}, false, false, false)
+	// Start returns once the server listens, or early after a fatal error (it then never listens):
+	// report that error at once instead of waiting for a listener that will not come.
+	started := make(chan struct{})
+	go func() { defer close(started); s.Start() }()
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+	}
+	select {
+	case msg := <-fatal:
+		s.Shutdown()
+		if strings.Contains(msg, "system account") {
+			msg += " (an operator in --nats-server-config needs a system_account, with that account's JWT in the resolver)"
+		}
+		return nil, fmt.Errorf("starting the embedded nats server: %s", msg)
+	default:
+	}
 	if !s.ReadyForConnections(15 * time.Second) {
 		s.Shutdown()
 		return nil, fmt.Errorf("embedded nats server did not start listening on %s within 15s (is the port in use? see --nats-listen)", cfg.Listen)
@@ -153,11 +171,21 @@ func StartEmbedded(cfg EmbeddedConfig, log zerolog.Logger) (*server.Server, erro
 
 // serverLogger adapts zerolog to the nats-server Logger interface; the server's notices are chatty, so
 // they go to debug.
-type serverLogger struct{ l zerolog.Logger }
+type serverLogger struct {
+	l     zerolog.Logger
+	fatal chan<- string // receives the first fatal error, which stops the server from starting
+}
 
 func (s serverLogger) Noticef(format string, v ...any) { s.l.Debug().Msgf(format, v...) }
 func (s serverLogger) Warnf(format string, v ...any)   { s.l.Warn().Msgf(format, v...) }
-func (s serverLogger) Fatalf(format string, v ...any)  { s.l.Error().Msgf(format, v...) }
-func (s serverLogger) Errorf(format string, v ...any)  { s.l.Error().Msgf(format, v...) }
-func (s serverLogger) Debugf(format string, v ...any)  { s.l.Trace().Msgf(format, v...) }
-func (s serverLogger) Tracef(format string, v ...any)  { s.l.Trace().Msgf(format, v...) }
+func (s serverLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	s.l.Error().Msg(msg)
+	select {
+	case s.fatal <- msg:
+	default:
+	}
+}
+func (s serverLogger) Errorf(format string, v ...any) { s.l.Error().Msgf(format, v...) }
+func (s serverLogger) Debugf(format string, v ...any) { s.l.Trace().Msgf(format, v...) }
+func (s serverLogger) Tracef(format string, v ...any) { s.l.Trace().Msgf(format, v...) }

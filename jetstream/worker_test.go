@@ -275,7 +275,8 @@ func TestTransientRetriesThenDeadLetters(t *testing.T) {
 		t.Fatalf("dead letter is not the original request: %s", m.Data)
 	}
 	for h, want := range map[string]string{natsjs.HeaderReason: "max-deliveries", natsjs.HeaderDeliveries: "3",
-		natsjs.HeaderLastError: "downloading: connection refused", natsjs.HeaderStreamSeq: "1", natsjs.HeaderStream: r.cfg.RequestsStream()} {
+		natsjs.HeaderLastError: "downloading: connection refused", natsjs.HeaderStreamSeq: "1", natsjs.HeaderStream: r.cfg.RequestsStream(),
+		natsjs.HeaderConsumer: r.cfg.LaneDurable(pipeline.Image)} {
 		if got := m.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -44,12 +45,12 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	nc, js, err := connectJS(cfg, "mediaworker dlq")
+	ctx, stop, _, js, err := connectJS(ctx, cfg, "mediaworker dlq", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker dlq: %v\n", err)
 		return exitFailure
 	}
-	defer nc.Close()
+	defer stop()
 	d := natsjs.NewDLQ(js, cfg.Streams)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -158,16 +159,31 @@ func parseSeqs(args []string) ([]uint64, error) {
 	return out, nil
 }
 
-// connectJS connects like `submit` does: --nats-url, NATS_URL, or the default local server.
-func connectJS(cfg app.Config, name string) (*nats.Conn, jetstream.JetStream, error) {
+// connectJS connects like `submit` does: --nats-url, NATS_URL, or the default local server. The context
+// it returns ends at the first permissions violation, which it reports on stderr: NATS gives a request
+// the user may not make no reply at all, so without this a command run with another role's credentials
+// would wait out its timeout in silence. stop closes the connection and releases the context.
+func connectJS(ctx context.Context, cfg app.Config, name string, stderr io.Writer) (context.Context, func(), *nats.Conn, jetstream.JetStream, error) {
 	if err := cfg.NATS.Auth.Validate(); err != nil {
-		return nil, nil, err
+		return ctx, nil, nil, nil, err
 	}
-	nc, js, err := natsjs.Connect(natsjs.ConnectConfig{URL: cfg.NATS.URL, Name: name, Auth: cfg.NATS.Auth})
-	if err != nil && natsjs.AuthHint(err) == "" {
-		return nil, nil, fmt.Errorf("%w (is `mediaworker run` running?)", err)
+	ctx, cancel := context.WithCancelCause(ctx)
+	var once sync.Once
+	denied := func(err error) {
+		once.Do(func() {
+			fmt.Fprintf(stderr, "%s: %v: this NATS user may not do that; use credentials with that permission (with deploy/nats/accounts.conf: ops for dlq, worker for streams apply)\n", name, err)
+			cancel(err)
+		})
 	}
-	return nc, js, err
+	nc, js, err := natsjs.Connect(natsjs.ConnectConfig{URL: cfg.NATS.URL, Name: name, Auth: cfg.NATS.Auth, Denied: denied})
+	if err != nil {
+		cancel(err)
+		if natsjs.AuthHint(err) == "" {
+			err = fmt.Errorf("%w (is `mediaworker run` running?)", err)
+		}
+		return ctx, nil, nil, nil, err
+	}
+	return ctx, func() { nc.Close(); cancel(nil) }, nc, js, nil
 }
 
 func printJSON(w io.Writer, v any) int {

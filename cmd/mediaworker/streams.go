@@ -95,12 +95,12 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 }
 
 func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer) int {
-	nc, js, err := connectJS(cfg, "mediaworker streams apply")
+	ctx, stop, _, js, err := connectJS(ctx, cfg, "mediaworker streams apply", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
 		return exitFailure
 	}
-	defer nc.Close()
+	defer stop()
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := natsjs.Provision(actx, js, cfg.Streams); err != nil {

@@ -48,12 +48,12 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitUsage
 	}
-	nc, js, err := connectJS(cfg, "mediaworker submit")
+	ctx, stop, nc, js, err := connectJS(ctx, cfg, "mediaworker submit", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitFailure
 	}
-	defer nc.Close()
+	defer stop()
 	store, err := app.OpenStore(ctx, cfg, js)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
