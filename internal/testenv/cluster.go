@@ -35,11 +35,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 	routePorts := make([]int, n)
 	for i := range routePorts {
-		p, err := freeLoopbackPort()
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		routePorts[i] = p
+		routePorts[i] = FreePort(t)
 	}
 	c := &Cluster{t: t}
 	t.Cleanup(func() {
