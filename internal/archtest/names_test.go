@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -312,5 +313,69 @@ func TestResponsesAreBuiltInOnePlace(t *testing.T) {
 	}
 	if found == 0 {
 		t.Fatal("no contracts.Response literal at all: has pipeline/outcome.go moved?")
+	}
+}
+
+// Issue 12: the picture of the packages in docs/architecture.md is drawn from the code: each of its
+// lines "a, b ──► c, d" says that a and b import exactly c and d of our packages (non-test code), and
+// every worker package has its line.
+func TestArchitecturePackagePicture(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "## Packages")
+	if i < 0 {
+		t.Fatal("docs/architecture.md has no section Packages")
+	}
+	blocks := codeBlocks(doc[i:])
+	if len(blocks) == 0 {
+		t.Fatal("the section Packages has no picture")
+	}
+	imports := importers(t)
+	ours := func(pkg string) []string {
+		var out []string
+		for _, imp := range imports[pkg] {
+			if strings.HasPrefix(imp, mod) {
+				out = append(out, strings.TrimPrefix(imp, mod))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	split := func(s string) []string {
+		var out []string
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" && f != "nothing of ours" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	drawn := map[string]bool{}
+	for _, line := range strings.Split(blocks[0], "\n") {
+		from, to, ok := strings.Cut(line, "──►")
+		if !ok {
+			continue
+		}
+		want := split(to)
+		slices.Sort(want)
+		for _, pkg := range split(from) {
+			drawn[pkg] = true
+			if _, known := imports[pkg]; !known {
+				t.Errorf("the package picture draws %s, which is not a package of the module", pkg)
+				continue
+			}
+			if got := ours(pkg); !slices.Equal(got, want) {
+				t.Errorf("the package picture says %s imports %v; it imports %v", pkg, want, got)
+			}
+		}
+	}
+	for _, pkg := range []string{"cmd/mediaworker", "app", "console", "jetstream", "pipeline", "objstore", "objstore/s3",
+		"objstore/natsobj", "scanner", "transcoder", "transcoder/vips", "contracts", "slots", "progress", "tracing"} {
+		if !drawn[pkg] {
+			t.Errorf("the package picture has no line for %s", pkg)
+		}
 	}
 }
