@@ -5,7 +5,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/mediaworker/mediaworker/contracts"
@@ -94,8 +93,7 @@ func Routed(kind MediaKind, mime string) Outcome {
 // Refused settles a request that failed validation: answered and terminated when it names a mediaId
 // (ParseError.Correlatable), dead-lettered at once when there is nobody to answer.
 func Refused(req contracts.Request, err error) Outcome {
-	var pe *contracts.ParseError
-	if errors.As(err, &pe) && pe.Correlatable {
+	if contracts.Correlatable(err) {
 		return Outcome{Kind: Failed, Err: err, Response: failureResponse(req, err.Error())}
 	}
 	return Outcome{Kind: GaveUp, Err: err, Reason: ReasonParseError}
