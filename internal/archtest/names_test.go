@@ -168,11 +168,7 @@ var notGo = map[string]bool{
 // and field it names (in backticks, and pkg.Name in its pictures) must exist, so a rename that leaves
 // the page behind fails here.
 func TestArchitectureDocNamesExist(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root(t), "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
+	doc := architectureDoc(t)
 	d := declared(t)
 	exists := func(rel string) bool {
 		_, err := os.Stat(filepath.Join(root(t), rel))
@@ -238,20 +234,8 @@ func TestArchitectureDocNamesExist(t *testing.T) {
 // functions. The picture of one request's way names each, in the order a message meets them; they
 // must exist where the picture says.
 func TestOneRequestsWayIsPictured(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root(t), "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i := strings.Index(doc, "## One request's way")
-	if i < 0 {
-		t.Fatal("docs/architecture.md has no section \"One request's way\"")
-	}
-	blocks := codeBlocks(doc[i:])
-	if len(blocks) == 0 {
-		t.Fatal("the section \"One request's way\" has no picture")
-	}
-	picture := blocks[0]
+	doc := architectureDoc(t)
+	picture := sectionPicture(t, doc, "One request's way")
 	d := declared(t)
 	way := []struct{ pkg, name string }{
 		{"jetstream", "Worker.pull"}, {"jetstream", "Worker.handle"}, {"jetstream", "Worker.settledBefore"},
@@ -279,6 +263,29 @@ func TestOneRequestsWayIsPictured(t *testing.T) {
 			t.Errorf("the picture of one request's way does not point the reader at %s", f)
 		}
 	}
+}
+
+func architectureDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// sectionPicture is the first fenced block of the doc's section "## title".
+func sectionPicture(t *testing.T, doc, title string) string {
+	t.Helper()
+	i := strings.Index(doc, "## "+title)
+	if i < 0 {
+		t.Fatalf("docs/architecture.md has no section %q", title)
+	}
+	blocks := codeBlocks(doc[i:])
+	if len(blocks) == 0 {
+		t.Fatalf("the section %q of docs/architecture.md has no picture", title)
+	}
+	return blocks[0]
 }
 
 // codeBlocks returns the fenced blocks of a markdown text.
@@ -320,19 +327,8 @@ func TestResponsesAreBuiltInOnePlace(t *testing.T) {
 // lines "a, b ──► c, d" says that a and b import exactly c and d of our packages (non-test code), and
 // every worker package has its line.
 func TestArchitecturePackagePicture(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root(t), "docs", "architecture.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i := strings.Index(doc, "## Packages")
-	if i < 0 {
-		t.Fatal("docs/architecture.md has no section Packages")
-	}
-	blocks := codeBlocks(doc[i:])
-	if len(blocks) == 0 {
-		t.Fatal("the section Packages has no picture")
-	}
+	doc := architectureDoc(t)
+	picture := sectionPicture(t, doc, "Packages")
 	imports := importers(t)
 	ours := func(pkg string) []string {
 		var out []string
@@ -354,7 +350,7 @@ func TestArchitecturePackagePicture(t *testing.T) {
 		return out
 	}
 	drawn := map[string]bool{}
-	for _, line := range strings.Split(blocks[0], "\n") {
+	for _, line := range strings.Split(picture, "\n") {
 		from, to, ok := strings.Cut(line, "──►")
 		if !ok {
 			continue
