@@ -113,6 +113,8 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			[]string{"--max-image-jobs", "MW_MAX_IMAGE_JOBS", "at least 1"}},
 		{"negative slots from the environment", nil, []string{"MW_MAX_VIDEO_JOBS=-1"},
 			[]string{"--max-video-jobs", "MW_MAX_VIDEO_JOBS"}},
+		{"two bad lane limits, each blamed on its own setting", []string{"--video-max-ack-pending", "-1", "--image-ack-wait", "100ms"}, nil,
+			[]string{"--image-ack-wait (MW_IMAGE_ACK_WAIT): streams: the image lane's ack wait", "--video-max-ack-pending (MW_VIDEO_MAX_ACK_PENDING): streams: the video lane's max ack pending"}},
 		{"unparsable duration", []string{"--job-timeout", "ten minutes"}, nil,
 			[]string{"--job-timeout", "MW_JOB_TIMEOUT", "not a duration"}},
 		{"unparsable duration from the environment", nil, []string{"MW_ACK_WAIT=soon"},

@@ -16,7 +16,7 @@ import (
 
 // Issue 12: `streams print` shows the lanes (each lane's durable on its work subject, the requests
 // stream holding the work subjects) in the form nats-server accepts, and `streams apply` defines them
-// on a server, idempotently, with the flags' limits on every consumer.
+// on a server, idempotently, with the flags' limits on every consumer and a lane's own where set.
 func TestStreamsDefineTheLanes(t *testing.T) {
 	lanes := map[string]string{"image": "app.media.optimize.work.image", "video": "app.media.optimize.work.video"}
 	for lane, subject := range lanes {
@@ -46,9 +46,24 @@ func TestStreamsDefineTheLanes(t *testing.T) {
 		}
 	}
 
+	// A lane's own limits go into its consumer only; the other lane keeps the shared ones.
+	_, out, _ = run(t, "streams", "print", "consumer-video", "--max-ack-pending", "12", "--video-max-ack-pending", "3", "--video-ack-wait", "2m")
+	var video server.ConsumerConfig
+	if err := json.Unmarshal([]byte(out), &video); err != nil || video.MaxAckPending != 3 || video.AckWait != 2*time.Minute {
+		t.Errorf("consumer-video with its own limits: %+v, %v", video, err)
+	}
+	_, out, _ = run(t, "streams", "print", "consumer-image", "--max-ack-pending", "12", "--video-max-ack-pending", "3")
+	var image server.ConsumerConfig
+	if err := json.Unmarshal([]byte(out), &image); err != nil || image.MaxAckPending != 12 {
+		t.Errorf("consumer-image beside a video limit: %+v, %v", image, err)
+	}
+	if code, _, errs := run(t, "streams", "print", "--video-max-ack-pending", "-2"); code != exitUsage || !strings.Contains(errs, "--video-max-ack-pending") {
+		t.Errorf("a negative lane limit: exit %d, %q; want a usage error naming --video-max-ack-pending", code, errs)
+	}
+
 	srv := testenv.StartNATS(t)
 	for range 2 { // idempotent: a second apply changes nothing and succeeds
-		code, out, errs := run(t, "streams", "apply", "--nats-url", srv.ClientURL(), "--max-ack-pending", "12")
+		code, out, errs := run(t, "streams", "apply", "--nats-url", srv.ClientURL(), "--max-ack-pending", "12", "--video-max-ack-pending", "3")
 		if code != exitOK {
 			t.Fatalf("streams apply: exit %d: %s", code, errs)
 		}
@@ -66,15 +81,17 @@ func TestStreamsDefineTheLanes(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	want := map[string]string{"mediaworker": "app.media.optimize.request",
-		"mediaworker-image": lanes["image"], "mediaworker-video": lanes["video"]}
-	for durable, subject := range want {
+	want := map[string]struct {
+		subject    string
+		ackPending int
+	}{"mediaworker": {"app.media.optimize.request", 12}, "mediaworker-image": {lanes["image"], 12}, "mediaworker-video": {lanes["video"], 3}}
+	for durable, w := range want {
 		c, err := js.Consumer(ctx, "APP_MEDIA_REQUESTS", durable)
 		if err != nil {
 			t.Fatalf("after streams apply, consumer %s: %v", durable, err)
 		}
-		if cfg := c.CachedInfo().Config; cfg.FilterSubject != subject || cfg.MaxAckPending != 12 {
-			t.Errorf("consumer %s filters %q with max ack pending %d; want %q and 12", durable, cfg.FilterSubject, cfg.MaxAckPending, subject)
+		if cfg := c.CachedInfo().Config; cfg.FilterSubject != w.subject || cfg.MaxAckPending != w.ackPending {
+			t.Errorf("consumer %s filters %q with max ack pending %d; want %q and %d", durable, cfg.FilterSubject, cfg.MaxAckPending, w.subject, w.ackPending)
 		}
 	}
 }
