@@ -108,7 +108,13 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(what string, err error) {
-		if err != nil {
+		// Each of a part's errors on its own line with the prefix: `run` blames every line on the
+		// settings that cause it (cmd/mediaworker/startup.go), and only a whole line can be matched.
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				errs = append(errs, fmt.Errorf("%s: %w", what, e))
+			}
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -135,13 +134,13 @@ func (s *consoleState) outcomes() ([]console.Outcome, *console.Ring) {
 func (s *consoleState) start(js jetstream.JetStream) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	subj := s.streams.Subjects()
-	sub, err := js.Conn().Subscribe(subj.ProgressWildcard(), func(m *nats.Msg) {
+	client := natsjs.NewClient(js, s.streams)
+	stopListening, err := client.Listen(func(a natsjs.Answer) {
 		var p contracts.Progress
-		if json.Unmarshal(m.Data, &p) == nil {
+		if json.Unmarshal(a.Data, &p) == nil {
 			s.progressed(p)
 		}
-	})
+	}, natsjs.AnswerProgress)
 	if err != nil {
 		s.log.Warn().Err(err).Msg("console: subscribing to job progress failed; progress bars stay empty")
 	}
@@ -149,7 +148,8 @@ func (s *consoleState) start(js jetstream.JetStream) {
 		defer close(done)
 		var lastErr string
 		for {
-			err := s.follow(ctx, js)
+			// A restart of the follower reads the same messages again: it starts from a clean list.
+			err := client.Follow(ctx, time.Now().Add(-time.Hour), seedMessages, s.clear, s.record)
 			if ctx.Err() != nil {
 				return
 			}
@@ -167,64 +167,17 @@ func (s *consoleState) start(js jetstream.JetStream) {
 	s.stop = sync.OnceFunc(func() {
 		cancel()
 		<-done
-		if sub != nil {
-			_ = sub.Unsubscribe()
+		if stopListening != nil {
+			stopListening()
 		}
 	})
 }
 
-// follow reads the responses stream with an ordered consumer until ctx ends or reading fails.
-func (s *consoleState) follow(ctx context.Context, js jetstream.JetStream) error {
-	ctx, cancel := context.WithCancel(ctx) // ends the Stop goroutine below when this returns
-	defer cancel()
-	stream, err := js.Stream(ctx, s.streams.ResponsesStream())
-	if err != nil {
-		return err
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return err
-	}
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
-	hourAgo := time.Now().Add(-time.Hour)
-	if last := info.State.LastSeq; info.State.Msgs > 0 {
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &hourAgo
-		if last > seedMessages {
-			// When the newest seedMessages reach back more than an hour, start there instead.
-			if m, err := stream.GetMsg(ctx, last-seedMessages+1); err == nil && m.Time.Before(hourAgo) {
-				cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, m.Sequence
-			}
-		} else {
-			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverAllPolicy, nil
-		}
-	}
-	// A restart of the follower reads the same messages again: start from a clean list.
+// clear forgets the outcomes read so far.
+func (s *consoleState) clear() {
 	s.mu.Lock()
 	s.recent, s.ring = nil, &console.Ring{}
 	s.mu.Unlock()
-	cons, err := stream.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	msgs, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	go func() { <-ctx.Done(); msgs.Stop() }()
-	for {
-		m, err := msgs.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			continue
-		}
-		s.record(m.Subject(), m.Data(), meta.Timestamp)
-	}
 }
 
 // record adds one message of the responses stream: a virus event is remembered until its response

@@ -159,15 +159,6 @@ func (w *world) request(key string) string {
 	return req.MediaID
 }
 
-func (w *world) publish(v any, msgID string) {
-	w.t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.publishRaw(data, msgID)
-}
-
 func (w *world) publishRaw(data []byte, msgID string) {
 	w.t.Helper()
 	testenv.PublishRaw(w.t, w.js, w.subj.Request, data, msgID)

@@ -8,7 +8,6 @@ package app_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -22,7 +21,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -269,7 +267,7 @@ type workerProcess struct {
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
 	lines    chan string // protocol lines from stdout, without the prefix
-	stderr   *syncBuffer
+	stderr   *testenv.LockedBuffer
 	httpAddr string
 }
 
@@ -285,7 +283,7 @@ func startWorkerProcess(t *testing.T, s workerSettings) *workerProcess {
 	cmd.Env = append(os.Environ(), hostileWorkerEnv+"="+string(settings))
 	// If this test binary dies, the worker must not outlive it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	wp := &workerProcess{cmd: cmd, lines: make(chan string, 16), stderr: &syncBuffer{}}
+	wp := &workerProcess{cmd: cmd, lines: make(chan string, 16), stderr: &testenv.LockedBuffer{}}
 	cmd.Stderr = wp.stderr
 	if wp.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -322,7 +320,7 @@ func startWorkerProcess(t *testing.T, s workerSettings) *workerProcess {
 			t.Errorf("the worker process did not stop within 30s of its stdin closing")
 		}
 		if t.Failed() {
-			t.Logf("worker process log (tail):\n%s", wp.stderr.tail(8000))
+			t.Logf("worker process log (tail):\n%s", wp.stderr.Tail(100))
 		}
 	})
 	var ready struct{ HTTP string }
@@ -351,7 +349,7 @@ func (wp *workerProcess) receive(t *testing.T, out any) {
 	select {
 	case line, ok := <-wp.lines:
 		if !ok {
-			t.Fatalf("the worker process ended; its log:\n%s", wp.stderr.tail(8000))
+			t.Fatalf("the worker process ended; its log:\n%s", wp.stderr.Tail(100))
 		}
 		var msg struct {
 			Error string
@@ -367,7 +365,7 @@ func (wp *workerProcess) receive(t *testing.T, out any) {
 			t.Fatal(err)
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("no answer from the worker process within 2m; its log:\n%s", wp.stderr.tail(8000))
+		t.Fatalf("no answer from the worker process within 2m; its log:\n%s", wp.stderr.Tail(100))
 	}
 }
 
@@ -495,26 +493,4 @@ func raceEnabled() bool {
 		}
 	}
 	return false
-}
-
-// syncBuffer collects a process's output for the test log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > n {
-		s = "…" + s[len(s)-n:]
-	}
-	return s
 }

@@ -24,9 +24,9 @@ type Client struct {
 
 	nc    *nats.Conn
 	js    jetstream.JetStream
+	api   *natsjs.Client // publishes requests and hears answers as the worker expects them
 	store objstore.Store
-	subj  contracts.Subjects
-	sub   *nats.Subscription
+	stop  func() // ends the listening
 
 	mu      sync.Mutex
 	waiting map[string]chan Answer
@@ -53,7 +53,7 @@ func DialWith(ctx context.Context, url, bucket string, store objstore.Store) (*C
 		}
 		return nil, err
 	}
-	c := &Client{Bucket: bucket, nc: nc, js: js, store: store, subj: contracts.SubjectsFor("app"), waiting: map[string]chan Answer{}}
+	c := &Client{Bucket: bucket, nc: nc, js: js, api: natsjs.NewClient(js, natsjs.DefaultConfig()), store: store, waiting: map[string]chan Answer{}}
 	if c.store == nil {
 		if c.store, err = natsobj.New(c.js, natsobj.DefaultConfig()); err != nil {
 			c.Close()
@@ -64,21 +64,16 @@ func DialWith(ctx context.Context, url, bucket string, store objstore.Store) (*C
 		c.Close()
 		return nil, fmt.Errorf("creating bucket: %w", err)
 	}
-	if c.sub, err = nc.Subscribe(c.subj.Response, c.onResponse); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if err := nc.Flush(); err != nil {
+	if c.stop, err = c.api.Listen(c.onAnswer, natsjs.AnswerResponse); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Client) onResponse(m *nats.Msg) {
-	at := time.Now()
+func (c *Client) onAnswer(a natsjs.Answer) {
 	var r contracts.Response
-	if err := json.Unmarshal(m.Data, &r); err != nil {
+	if err := json.Unmarshal(a.Data, &r); err != nil {
 		return
 	}
 	c.mu.Lock()
@@ -86,7 +81,7 @@ func (c *Client) onResponse(m *nats.Msg) {
 	delete(c.waiting, r.MediaID)
 	c.mu.Unlock()
 	if ch != nil {
-		ch <- Answer{Resp: r, At: at}
+		ch <- Answer{Resp: r, At: a.At}
 	}
 }
 
@@ -115,20 +110,16 @@ type Job struct {
 // Submit publishes a request for key with a new mediaId (also its Nats-Msg-Id).
 func (c *Client) Submit(ctx context.Context, key string) (*Job, error) {
 	j := &Job{ID: uuid.NewString(), Key: key, answer: make(chan Answer, 1)}
-	data, err := json.Marshal(contracts.Request{S3Key: key, S3Bucket: c.Bucket, MediaID: j.ID,
-		MediaURL: "https://api.example/v1/media/" + j.ID})
-	if err != nil {
-		return nil, err
-	}
+	req := contracts.Request{S3Key: key, S3Bucket: c.Bucket, MediaID: j.ID, MediaURL: "https://api.example/v1/media/" + j.ID}
 	c.mu.Lock()
 	c.waiting[j.ID] = j.answer
 	c.mu.Unlock()
 	j.Published = time.Now()
-	if _, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: c.subj.Request, Data: data}, jetstream.WithMsgID(j.ID)); err != nil {
+	if err := c.api.Submit(ctx, req); err != nil {
 		c.mu.Lock()
 		delete(c.waiting, j.ID)
 		c.mu.Unlock()
-		return nil, fmt.Errorf("publishing request: %w", err)
+		return nil, err
 	}
 	return j, nil
 }

@@ -24,6 +24,13 @@ type ParseError struct {
 	Correlatable bool
 }
 
+// Correlatable reports whether err is a refusal that can be answered: a *ParseError of a payload
+// that carried a usable mediaId. The one place that asks, for the worker's every path.
+func Correlatable(err error) bool {
+	var pe *ParseError
+	return errors.As(err, &pe) && pe.Correlatable
+}
+
 func (e *ParseError) Error() string {
 	if e.Field == "" {
 		return "invalid request: " + e.Reason
@@ -38,8 +45,7 @@ func (e *ParseError) Error() string {
 // that is always a URI: EchoURL's when the payload's mediaUrl is missing or not one.
 func ParseRequest(data []byte) (Request, error) {
 	req, err := parseRequest(data)
-	var pe *ParseError
-	if errors.As(err, &pe) && pe.Correlatable {
+	if Correlatable(err) {
 		req.MediaURL = req.EchoURL()
 	}
 	return req, err

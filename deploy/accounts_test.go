@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,7 +36,7 @@ func roleEnv() []string {
 // worker is a `mediaworker run` process of the built binary.
 type workerProcess struct {
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *testenv.LockedBuffer
 	done chan struct{}
 }
 
@@ -45,8 +44,8 @@ func startWorkerBinary(t *testing.T, env []string, args ...string) *workerProces
 	t.Helper()
 	cmd := exec.Command(workerBinary(t), append([]string{"run", "--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &syncWriter{w: &log}
+	var log testenv.LockedBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +64,6 @@ func startWorkerBinary(t *testing.T, env []string, args ...string) *workerProces
 		}
 	})
 	return p
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // deniedPublish publishes on nc and waits for the server's permissions violation naming subject.

@@ -1,12 +1,10 @@
 package deploy
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
 // drainMargin is the least time a grace period must leave after the drain timeout: cancelled jobs are
@@ -67,13 +67,7 @@ func workerBinary(t *testing.T) string {
 		if binDir, binErr = os.MkdirTemp("", "mw-deploy-test-"); binErr != nil {
 			return
 		}
-		binPath = filepath.Join(binDir, "mediaworker")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binPath, "../cmd/mediaworker").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("building cmd/mediaworker: %v\n%s", err, out)
-		}
+		binPath, binErr = testenv.BuildWorker(binDir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)

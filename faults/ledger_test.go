@@ -307,15 +307,7 @@ func (l *ledger) republished(ids []string) int {
 	return n
 }
 
-func (l *ledger) responsesOf(id string) []contracts.Response {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]contracts.Response(nil), l.responses[id]...)
-}
-
-// health returns the worker's /health JSON (jobs per pool, held messages, consumer counts), for
-// failure messages.
-
+// state describes the streams and consumers, for failure messages.
 func (l *ledger) state() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

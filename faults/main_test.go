@@ -1,14 +1,10 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	"go.uber.org/goleak"
@@ -28,7 +24,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if workerBin, err = buildWorker(dir); err != nil {
+	if workerBin, err = testenv.BuildWorker(dir); err != nil {
 		log.Print(err)
 		return 1
 	}
@@ -50,21 +46,4 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	return 0
-}
-
-// buildWorker builds cmd/mediaworker from this checkout: the faults run the binary operators run.
-func buildWorker(dir string) (string, error) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "mediaworker")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mediaworker")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building mediaworker: %v\n%s", err, out)
-	}
-	return bin, nil
 }

@@ -138,7 +138,7 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 		deliveries: adv.Deliveries, lastChance: last}
 	d.reqSeq, d.published = requestOrigin(orig.Header, adv.StreamSeq, orig.Time)
 	req, perr := contracts.ParseRequest(orig.Data)
-	if perr == nil || isCorrelatable(perr) {
+	if perr == nil || contracts.Correlatable(perr) {
 		d.req = req
 	}
 	// Its last delivery may have settled it and only the ack got lost: then it is answered (or routed)
@@ -158,11 +158,6 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
 	log := w.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
 	return w.settle(ctx, d, pipeline.GaveUpAfter(d.req, d.lane, adv.Deliveries, cause), log)
-}
-
-func isCorrelatable(err error) bool {
-	var pe *contracts.ParseError
-	return errors.As(err, &pe) && pe.Correlatable
 }
 
 // LeaderGetMsg fetches a message by sequence from the stream's leader; a removed one is

@@ -63,16 +63,55 @@ func (c Config) WorkSubject(lane pipeline.MediaKind) string {
 // LaneDurable is the name of lane's shared durable consumer.
 func (c Config) LaneDurable(lane pipeline.MediaKind) string { return c.Durable + "-" + string(lane) }
 
-// LaneConsumerConfig returns lane's shared durable. Its MaxAckPending caps the lane's jobs across all
-// instances (in flight plus waiting for a retry); like triage's, it has no InactiveThreshold.
+// LaneLimits are one lane consumer's own settings: its MaxAckPending caps the lane's jobs across all
+// instances (in flight plus waiting for a retry), so a fleet can run few videos and many images; its
+// AckWait is how soon a delivery whose worker went silent comes back. Zero: the shared value.
+type LaneLimits struct {
+	AckWait       time.Duration
+	MaxAckPending int
+}
+
+// ownLimits are lane's settings as configured (zero: unset).
+func (c Config) ownLimits(lane pipeline.MediaKind) LaneLimits {
+	if lane == pipeline.Video {
+		return c.VideoLane
+	}
+	return c.ImageLane
+}
+
+// laneLimits are lane's settings in effect: its own, else the shared ones.
+func (c Config) laneLimits(lane pipeline.MediaKind) LaneLimits {
+	l := c.ownLimits(lane)
+	if l.AckWait == 0 {
+		l.AckWait = c.AckWait
+	}
+	if l.MaxAckPending == 0 {
+		l.MaxAckPending = c.MaxAckPending
+	}
+	return l
+}
+
+// shortestAckWait is the least ack wait of triage's and the lanes' consumers: InProgress must come
+// well inside it.
+func (c Config) shortestAckWait() time.Duration {
+	d := c.AckWait
+	for _, l := range Lanes {
+		d = min(d, c.laneLimits(l).AckWait)
+	}
+	return d
+}
+
+// LaneConsumerConfig returns lane's shared durable, with the lane's own limits (LaneLimits); like
+// triage's, it has no InactiveThreshold.
 func (c Config) LaneConsumerConfig(lane pipeline.MediaKind) jetstream.ConsumerConfig {
+	limits := c.laneLimits(lane)
 	return jetstream.ConsumerConfig{
 		Durable:       c.LaneDurable(lane),
 		Description:   fmt.Sprintf("mediaworker instances serving the %s lane share this pull consumer", lane),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.AckWait,
+		AckWait:       limits.AckWait,
 		MaxDeliver:    c.MaxDeliver,
-		MaxAckPending: c.MaxAckPending,
+		MaxAckPending: limits.MaxAckPending,
 		FilterSubject: c.WorkSubject(lane),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Replicas:      c.Replicas,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,5 +230,46 @@ func TestFullLaneHoldsTheRequestInsteadOfDeadLettering(t *testing.T) {
 	r.awaitEmptyWorkQueue()
 	if n := r.streamMsgs(r.cfg.DLQStream()); n != 0 {
 		t.Fatalf("%d dead letters: a full lane dead-lettered a valid request", n)
+	}
+}
+
+// Each lane's consumer has its own ack wait and max ack pending when set (zero: the shared ones), and
+// InProgress keeps a job alive inside the shortest of them: a 4 s image job on a lane whose ack wait
+// is 2 s (the shared one 30 s) runs once, not again every 2 s.
+func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
+		c.AckWait, c.MaxAckPending = 30*time.Second, 64
+		c.ImageLane = natsjs.LaneLimits{AckWait: 2 * time.Second}
+		c.VideoLane = natsjs.LaneLimits{MaxAckPending: 3}
+	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+		select {
+		case <-time.After(4 * time.Second):
+		case <-ctx.Done():
+		}
+		return success(req)
+	})
+	img, vid := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)).Config, r.consumerInfo(r.cfg.LaneDurable(pipeline.Video)).Config
+	if img.AckWait != 2*time.Second || img.MaxAckPending != 64 || vid.AckWait != 30*time.Second || vid.MaxAckPending != 3 {
+		t.Fatalf("image lane: ack wait %s, max ack pending %d; video lane: %s, %d", img.AckWait, img.MaxAckPending, vid.AckWait, vid.MaxAckPending)
+	}
+	r.start()
+	id := uuid.NewString()
+	r.publish(id)
+	if got := r.awaitResponses(id, 1); !got[0].Success {
+		t.Fatalf("%+v", got[0])
+	}
+	r.awaitEmptyWorkQueue()
+	if n := r.proc.callsOf(id); n != 1 {
+		t.Fatalf("a 4 s job on a lane with a 2 s ack wait ran %d times: InProgress came too late", n)
+	}
+	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+		t.Fatalf("image lane delivered %d, redelivered %d; want 1 and 0", info.Delivered.Consumer, info.NumRedelivered)
+	}
+
+	bad := r.cfg
+	bad.VideoLane.MaxAckPending, bad.ImageLane.AckWait = -1, 500*time.Millisecond
+	err := bad.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--video-max-ack-pending") || !strings.Contains(err.Error(), "--image-ack-wait") {
+		t.Fatalf("bad lane limits: %v; want errors naming --video-max-ack-pending and --image-ack-wait", err)
 	}
 }

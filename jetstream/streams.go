@@ -14,16 +14,19 @@ import (
 
 // Config holds the stream and consumer settings shared by every instance.
 type Config struct {
-	App             string        // subject prefix
-	Replicas        int           // 1 on a single server, 3 on a cluster
-	AckWait         time.Duration // how long a delivery may go without Ack or InProgress
-	MaxDeliver      int           // deliveries before a request is dead-lettered
-	MaxAckPending   int           // cluster-wide in-flight cap (total slots of all instances)
-	MaxQueued       int64         // requests stream cap, discard new (0: unlimited)
-	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the requests and responses streams
-	ResponseMaxAge  time.Duration // how long responses are kept for an API that was down
-	DLQMaxAge       time.Duration // how long dead letters are kept
-	Durable         string        // the shared consumer's name
+	App           string        // subject prefix
+	Replicas      int           // 1 on a single server, 3 on a cluster
+	AckWait       time.Duration // how long a delivery may go without Ack or InProgress
+	MaxDeliver    int           // deliveries before a request is dead-lettered
+	MaxAckPending int           // cluster-wide in-flight cap (total slots of all instances)
+	// ImageLane and VideoLane are each lane consumer's own settings; a zero field takes the shared
+	// one above (lanes.go).
+	ImageLane, VideoLane LaneLimits
+	MaxQueued            int64         // requests stream cap, discard new (0: unlimited)
+	DuplicateWindow      time.Duration // Nats-Msg-Id dedupe window of the requests and responses streams
+	ResponseMaxAge       time.Duration // how long responses are kept for an API that was down
+	DLQMaxAge            time.Duration // how long dead letters are kept
+	Durable              string        // the shared consumer's name
 }
 
 // DefaultConfig returns the defaults of DESIGN.md.
@@ -58,6 +61,15 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAckPending < 1 {
 		errs = append(errs, fmt.Errorf("max ack pending must be at least 1, got %d", c.MaxAckPending))
+	}
+	for _, l := range Lanes {
+		ll := c.laneLimits(l)
+		if own := c.ownLimits(l); own.AckWait != 0 && ll.AckWait < time.Second {
+			errs = append(errs, fmt.Errorf("the %s lane's ack wait must be at least 1s, or 0 for --ack-wait's, got %s (--%s-ack-wait)", l, own.AckWait, l))
+		}
+		if own := c.ownLimits(l); own.MaxAckPending < 0 {
+			errs = append(errs, fmt.Errorf("the %s lane's max ack pending must be at least 1, or 0 for --max-ack-pending's, got %d (--%s-max-ack-pending)", l, own.MaxAckPending, l))
+		}
 	}
 	if c.MaxQueued < 0 {
 		errs = append(errs, fmt.Errorf("max queued must not be negative, got %d", c.MaxQueued))

@@ -39,7 +39,7 @@ type WorkerConfig struct {
 	// Every instance also triages, whatever its lanes.
 	Lanes           map[pipeline.MediaKind]int
 	TriageSlots     int           // requests triaged at once (each a stat and an 8 KiB read)
-	InProgressEvery time.Duration // 0: a third of AckWait
+	InProgressEvery time.Duration // 0: a third of the shortest ack wait (triage's or a lane's)
 	BackoffBase     time.Duration // first NakWithDelay
 	BackoffMax      time.Duration // cap of the growing delay
 	DrainTimeout    time.Duration // how long in-flight jobs may finish after a stop
@@ -131,7 +131,7 @@ func NewWorker(js jetstream.JetStream, cfg Config, wcfg WorkerConfig, proc Proce
 		return nil, err
 	}
 	if wcfg.InProgressEvery <= 0 {
-		wcfg.InProgressEvery = cfg.AckWait / 3
+		wcfg.InProgressEvery = cfg.shortestAckWait() / 3
 	}
 	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
 		pools: map[pipeline.MediaKind]*slots.Pool{"": slots.NewPool("triage", wcfg.TriageSlots)},

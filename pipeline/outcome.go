@@ -5,7 +5,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/mediaworker/mediaworker/contracts"
@@ -70,12 +69,20 @@ const (
 	ReasonMaxDeliveries = "max-deliveries"
 )
 
-// Every response the worker publishes is built below or by upload (a success): one place to read
-// what the API can be told.
+// Every response the worker publishes starts here: one place to read what the API can be told.
+// (internal/archtest holds this: no other file writes a contracts.Response literal.)
+
+// newResponse is a job's answer before anything is known; a successful job fills it in as it goes
+// (transform: Metadata, Warnings; upload: Processed, then Success).
+func newResponse(req contracts.Request) contracts.Response {
+	return contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}
+}
 
 // failureResponse is the API's answer to a request that did not succeed.
 func failureResponse(req contracts.Request, msg string) contracts.Response {
-	return contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Success: false, Error: msg}
+	r := newResponse(req)
+	r.Success, r.Error = false, msg
+	return r
 }
 
 // Routed sends the request to kind's lane.
@@ -86,8 +93,7 @@ func Routed(kind MediaKind, mime string) Outcome {
 // Refused settles a request that failed validation: answered and terminated when it names a mediaId
 // (ParseError.Correlatable), dead-lettered at once when there is nobody to answer.
 func Refused(req contracts.Request, err error) Outcome {
-	var pe *contracts.ParseError
-	if errors.As(err, &pe) && pe.Correlatable {
+	if contracts.Correlatable(err) {
 		return Outcome{Kind: Failed, Err: err, Response: failureResponse(req, err.Error())}
 	}
 	return Outcome{Kind: GaveUp, Err: err, Reason: ReasonParseError}

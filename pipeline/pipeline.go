@@ -203,7 +203,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 	}
 	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
 	j.ctx, j.cancel = context.WithCancel(ctx)
-	j.out = Outcome{Kind: Success, Response: contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}}
+	j.out = Outcome{Kind: Success, Response: newResponse(req)}
 	defer j.cleanup()
 
 	steps := []step{

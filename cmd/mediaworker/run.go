@@ -124,6 +124,7 @@ func bindRun(c *command, cfg *app.Config) {
 	durationVar(fs, &cfg.Streams.AckWait, "ack-wait", "how long a delivery may go without ack or progress before redelivery")
 	fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "deliveries before a request is dead-lettered")
 	fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "messages in flight per consumer (triage and each lane) across all instances: at least 2 × the lane's slots of all instances (retries waiting count)")
+	bindLaneLimits(fs, &cfg.Streams)
 	fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap the request stream (0 = unlimited); a full queue refuses publishes")
 	fs.StringVar(&cfg.Lanes, "lanes", cfg.Lanes, "lanes this instance serves: image,video (all), image or video; every instance also triages requests to the lanes")
 	fs.IntVar(&cfg.MaxImageJobs, "max-image-jobs", cfg.MaxImageJobs, "concurrent image transforms")

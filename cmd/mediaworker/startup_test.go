@@ -34,30 +34,12 @@ func binary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		builtBin = filepath.Join(dir, "mediaworker")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("building mediaworker: " + err.Error() + "\n" + string(out))
-		}
+		builtBin, buildErr = testenv.BuildWorker(dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return builtBin
-}
-
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // busyPort returns a loopback address something listens on until the test ends.
@@ -111,13 +93,13 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			[]string{"--max-input-bytes", "MW_MAX_INPUT_BYTES", "StreamMaxLength"}},
 		{"clamd passes what it cannot scan", []string{"--clamd-addr", lenientClamd.Addr}, nil,
 			[]string{"--clamd-addr", "MW_CLAMD_ADDR", "AlertExceedsMax yes"}},
-		{"clamd unreachable", []string{"--clamd-addr", "tcp://" + closedPort(t), "--clamd-wait", "2s"}, nil,
+		{"clamd unreachable", []string{"--clamd-addr", "tcp://" + testenv.FreeAddr(t), "--clamd-wait", "2s"}, nil,
 			[]string{"--clamd-addr", "MW_CLAMD_ADDR", "did not answer"}},
-		{"nats unreachable", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + closedPort(t)}, nil,
+		{"nats unreachable", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + testenv.FreeAddr(t)}, nil,
 			[]string{"--nats-url", "NATS_URL"}},
 		{"nats refuses the credentials", []string{"--clamd-addr", clamd.Addr, "--nats-url", startAuthNATS(t)}, nil,
 			[]string{"--nats-creds", "refused the credentials"}},
-		{"nats credentials file missing", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + closedPort(t), "--nats-creds", filepath.Join(file, "user.creds")}, nil,
+		{"nats credentials file missing", []string{"--clamd-addr", clamd.Addr, "--nats-url", "nats://" + testenv.FreeAddr(t), "--nats-creds", filepath.Join(file, "user.creds")}, nil,
 			[]string{"--nats-creds", "NATS_CREDS"}},
 		{"data dir not writable", []string{"--clamd-addr", clamd.Addr, "--data-dir", filepath.Join(file, "data")}, nil,
 			[]string{"--data-dir", "MW_DATA_DIR"}},
@@ -131,6 +113,8 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			[]string{"--max-image-jobs", "MW_MAX_IMAGE_JOBS", "at least 1"}},
 		{"negative slots from the environment", nil, []string{"MW_MAX_VIDEO_JOBS=-1"},
 			[]string{"--max-video-jobs", "MW_MAX_VIDEO_JOBS"}},
+		{"two bad lane limits, each blamed on its own setting", []string{"--video-max-ack-pending", "-1", "--image-ack-wait", "100ms"}, nil,
+			[]string{"--image-ack-wait (MW_IMAGE_ACK_WAIT): streams: the image lane's ack wait", "--video-max-ack-pending (MW_VIDEO_MAX_ACK_PENDING): streams: the video lane's max ack pending"}},
 		{"unparsable duration", []string{"--job-timeout", "ten minutes"}, nil,
 			[]string{"--job-timeout", "MW_JOB_TIMEOUT", "not a duration"}},
 		{"unparsable duration from the environment", nil, []string{"MW_ACK_WAIT=soon"},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
 	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
 	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "max ack pending of each consumer (triage, each lane): at least 2 × the lane's slots of all instances")
+	bindLaneLimits(c.fs, &cfg.Streams)
 	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
 	outDir := ""
 	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
@@ -45,6 +47,18 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stderr, "mediaworker streams: unknown action %q (print or apply)\n", rest[0])
 	return exitUsage
+}
+
+// bindLaneLimits binds each lane consumer's own ack wait and max ack pending (`run` and `streams` write
+// the same consumers).
+func bindLaneLimits(fs *flag.FlagSet, sc *natsjs.Config) {
+	for _, l := range []struct {
+		name   string
+		limits *natsjs.LaneLimits
+	}{{"image", &sc.ImageLane}, {"video", &sc.VideoLane}} {
+		durationVar(fs, &l.limits.AckWait, l.name+"-ack-wait", "ack wait of the "+l.name+" lane's consumer (0: --ack-wait)")
+		fs.IntVar(&l.limits.MaxAckPending, l.name+"-max-ack-pending", l.limits.MaxAckPending, "max ack pending of the "+l.name+" lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)")
+	}
 }
 
 func definitions(sc natsjs.Config) map[string]any {

@@ -17,9 +17,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/objstore"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -65,40 +64,24 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFailure
 	}
 
-	subj := contracts.SubjectsFor(cfg.Streams.App)
+	client := natsjs.NewClient(js, cfg.Streams)
 	w := newWaiter(stdout, stderr)
 	if wait {
-		// Subscribe before publishing, so no response can slip past. One subscription to all of the
-		// app's optimize subjects, dispatched by subject: its messages are handled in order on one
-		// goroutine, and the worker publishes a virus event before its failure response, so the event
-		// is printed before the response settles the mediaId (two subscriptions each have their own
-		// goroutine, and the response could win). Requests and DLQ entries are ignored.
-		sub, err := nc.Subscribe(subj.Wildcard(), func(m *nats.Msg) {
-			switch {
-			case m.Subject == subj.Response || m.Subject == subj.Virus:
-				w.onMsg(m)
-			case strings.HasPrefix(m.Subject, subj.Progress+"."):
-				w.onProgress(m)
-			}
-		})
+		// Listening before publishing, so no response can slip past; the answers come in order, a
+		// virus event before the response that settles its mediaId.
+		stop, err := client.Listen(w.onAnswer)
 		if err != nil {
-			fmt.Fprintf(stderr, "mediaworker submit: subscribing to %s: %v\n", subj.Wildcard(), err)
-			return exitFailure
-		}
-		defer sub.Unsubscribe()
-		// Other clients' traffic shares these subjects: let it queue rather than be dropped.
-		_ = sub.SetPendingLimits(-1, 1<<30)
-		if err := nc.Flush(); err != nil {
 			fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 			return exitFailure
 		}
+		defer stop()
 	}
 
 	for _, f := range files {
 		id := uuid.NewString()
 		key := path.Join(dir, filepath.Base(f))
 		w.expect(id, f) // before publishing: the virus event can beat us back
-		if err := submitOne(ctx, js, store, subj, bucket, key, id, f); err != nil {
+		if err := submitOne(ctx, client, store, bucket, key, id, f); err != nil {
 			fmt.Fprintf(stderr, "mediaworker submit: %s: %v\n", f, err)
 			return exitFailure
 		}
@@ -110,7 +93,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return w.wait(ctx, timeout, stderr)
 }
 
-func submitOne(ctx context.Context, js jetstream.JetStream, store objstore.Store, subj contracts.Subjects, bucket, key, id, file string) error {
+func submitOne(ctx context.Context, client *natsjs.Client, store objstore.Store, bucket, key, id, file string) error {
 	mt, err := mimetype.DetectFile(file)
 	if err != nil {
 		return fmt.Errorf("reading file: %w", err)
@@ -122,14 +105,7 @@ func submitOne(ctx context.Context, js jetstream.JetStream, store objstore.Store
 	if err := req.Validate(); err != nil {
 		return err
 	}
-	data, _ := json.Marshal(req)
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// Nats-Msg-Id = mediaId: a retried publish is dropped by the stream's duplicate window.
-	if _, err := js.PublishMsg(pctx, &nats.Msg{Subject: subj.Request, Data: data}, jetstream.WithMsgID(id)); err != nil {
-		return fmt.Errorf("publishing request to %s: %w (are the streams provisioned?)", subj.Request, err)
-	}
-	return nil
+	return client.Submit(ctx, req)
 }
 
 // waiter collects responses for the mediaIds submitted and prints each as one JSON line.
@@ -158,24 +134,35 @@ func (w *waiter) expect(id, file string) {
 	w.pending[id] = file
 }
 
-func (w *waiter) onMsg(m *nats.Msg) {
+// onAnswer takes what the worker sent about a request: a virus event or a response is printed, a
+// progress report shown.
+func (w *waiter) onAnswer(a natsjs.Answer) {
+	switch a.Kind {
+	case natsjs.AnswerResponse, natsjs.AnswerVirus:
+		w.onMsg(a.Data)
+	case natsjs.AnswerProgress:
+		w.onProgress(a.Data)
+	}
+}
+
+func (w *waiter) onMsg(data []byte) {
 	var probe struct {
 		MediaID   string `json:"mediaId"`
 		VirusName string `json:"virusName"`
 	}
-	if json.Unmarshal(m.Data, &probe) != nil {
+	if json.Unmarshal(data, &probe) != nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if probe.VirusName != "" { // a virus event: print it; the response follows
 		if _, ok := w.pending[probe.MediaID]; ok {
-			fmt.Fprintln(w.out, strings.TrimSpace(string(m.Data)))
+			fmt.Fprintln(w.out, strings.TrimSpace(string(data)))
 		}
 		return
 	}
 	var r contracts.Response
-	if json.Unmarshal(m.Data, &r) != nil {
+	if json.Unmarshal(data, &r) != nil {
 		return
 	}
 	if _, ok := w.pending[r.MediaID]; !ok {
@@ -185,9 +172,9 @@ func (w *waiter) onMsg(m *nats.Msg) {
 }
 
 // onProgress shows a video's progress: an updating bar on a terminal, a plain line otherwise.
-func (w *waiter) onProgress(m *nats.Msg) {
+func (w *waiter) onProgress(data []byte) {
 	var p contracts.Progress
-	if json.Unmarshal(m.Data, &p) != nil {
+	if json.Unmarshal(data, &p) != nil {
 		return
 	}
 	w.mu.Lock()

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -195,8 +193,8 @@ func buildExample(t *testing.T) string {
 // proc is one run of the example with its output captured.
 type proc struct {
 	cmd     *exec.Cmd
-	stdout  lockedBuffer
-	stderr  lockedBuffer
+	stdout  testenv.LockedBuffer
+	stderr  testenv.LockedBuffer
 	done    chan error
 	stopped bool
 }
@@ -271,22 +269,4 @@ func statuses(rs []Media) string {
 		s = append(s, r.Status)
 	}
 	return strings.Join(s, ",")
-}
-
-// lockedBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

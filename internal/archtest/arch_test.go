@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -120,6 +122,30 @@ func TestOnlyJetstreamConnects(t *testing.T) {
 	}
 	if found == 0 {
 		t.Fatal("no nats.Connect found at all: has jetstream.Connect moved?")
+	}
+}
+
+// The messages themselves belong to jetstream too: nobody else publishes, subscribes or consumes.
+// `submit`, the benchmarks and the console hear the worker through jetstream.Client; the object-store
+// backend on JetStream moves its chunks itself; the example API and the test harness are clients.
+func TestOnlyJetstreamMovesMessages(t *testing.T) {
+	calls := regexp.MustCompile(`\.(Publish|PublishMsg|PublishMsgAsync|PublishAsync|Subscribe|QueueSubscribe|ChanSubscribe|SubscribeSync|OrderedConsumer|Consume|Messages|Fetch|FetchNoWait|Request|RequestWithContext)\(`)
+	allowed := []string{"jetstream/", "objstore/natsobj/", "examples/", "internal/testenv/"}
+	found := 0
+	for _, rel := range sourceFiles(t) {
+		b, err := os.ReadFile(filepath.Join(root(t), rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range calls.FindAllString(string(b), -1) {
+			found++
+			if !slices.ContainsFunc(allowed, func(p string) bool { return strings.HasPrefix(rel, p) }) {
+				t.Errorf("%s calls %s: publishing and subscribing belong to package jetstream (jetstream.Client for clients)", rel, m)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no publish or subscribe found at all: has package jetstream moved?")
 	}
 }
 

@@ -3,7 +3,6 @@ package testenv
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -169,10 +168,7 @@ func (c *Clamd) Log() string { return c.log.String() }
 // configure picks a free loopback port and writes the config for it.
 func (c *Clamd) configure(base []byte, dbDir, tmpDir string, overrides map[string]string) {
 	c.t.Helper()
-	port, err := freeLoopbackPort()
-	if err != nil {
-		c.t.Fatalf("finding a free port: %v", err)
-	}
+	port := FreePort(c.t)
 	c.tcp = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	c.Addr = "tcp://" + c.tcp
 	conf := clamdConfig(string(base), map[string]string{
@@ -294,36 +290,14 @@ func clamdConfig(base string, managed, overrides map[string]string) string {
 	return b.String()
 }
 
-// freeLoopbackPort asks the kernel for a free TCP port on 127.0.0.1.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// repoRoot walks up from the working directory (a package directory under go test) to the directory
-// holding go.mod.
+// repoRoot is the module's directory.
 func repoRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := moduleRoot()
 	if err != nil {
-		t.Fatalf("getting working directory: %v", err)
+		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		} else if !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("looking for go.mod: %v", err)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
+	return dir
 }
 
 // capBuffer keeps the last max bytes written to it; clamd's output is only for diagnosing failures.

@@ -35,11 +35,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 	routePorts := make([]int, n)
 	for i := range routePorts {
-		p, err := freeLoopbackPort()
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		routePorts[i] = p
+		routePorts[i] = FreePort(t)
 	}
 	c := &Cluster{t: t}
 	t.Cleanup(func() {
@@ -106,13 +102,6 @@ func StartCluster(t testing.TB, n int) *Cluster {
 
 // URLs is the comma-separated list of every server's client URL, the form nats.Connect accepts.
 func (c *Cluster) URLs() string { return strings.Join(c.urls, ",") }
-
-// Server returns the i-th server, nil once it was shut down.
-func (c *Cluster) Server(i int) *server.Server {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.servers[i]
-}
 
 // Index returns the position of the server called name, or -1.
 func (c *Cluster) Index(name string) int {

@@ -1,16 +1,13 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,7 +104,7 @@ func buildMinIO(logf func(format string, args ...any), bin string) error {
 	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GO111MODULE=on")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go install: %w\n%s", err, tail(out, 4000))
+		return fmt.Errorf("go install: %w\n%s", err, TailLines(out, 40))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -169,20 +166,20 @@ func StartMinIO(t testing.TB) *MinIO {
 	t.Helper()
 	dir := t.TempDir()
 	m := &MinIO{
-		Endpoint:  freeAddr(t),
+		Endpoint:  FreeAddr(t),
 		AccessKey: "mediaworker",
 		SecretKey: "mediaworker-secret",
 		t:         t,
 		bin:       MinIOBinary(t),
 		dataDir:   filepath.Join(dir, "data"),
-		console:   freeAddr(t),
+		console:   FreeAddr(t),
 		logPath:   filepath.Join(dir, "minio.log"),
 	}
 	t.Cleanup(func() {
 		m.Stop()
 		if t.Failed() {
 			if b, err := os.ReadFile(m.logPath); err == nil {
-				t.Logf("MinIO log (%s):\n%s", m.logPath, tail(b, 8000))
+				t.Logf("MinIO log (%s):\n%s", m.logPath, TailLines(b, 80))
 			}
 		}
 	})
@@ -240,7 +237,7 @@ func (m *MinIO) Start() {
 		select {
 		case <-done:
 			log, _ := os.ReadFile(m.logPath)
-			m.t.Fatalf("MinIO exited during start-up: %s\n%s", cmd.ProcessState, tail(log, 4000))
+			m.t.Fatalf("MinIO exited during start-up: %s\n%s", cmd.ProcessState, TailLines(log, 40))
 		default:
 		}
 		// live: the process serves; ready: it can serve S3 requests (its drive is initialised).
@@ -279,27 +276,4 @@ func (m *MinIO) Stop() {
 	_ = m.cmd.Process.Kill()
 	<-m.done
 	m.cmd, m.done = nil, nil
-}
-
-// freeAddr returns a loopback host:port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func tail(b []byte, n int) string {
-	b = bytes.TrimSpace(b)
-	if len(b) > n {
-		b = b[len(b)-n:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-		return "...\n" + strings.TrimSpace(string(b))
-	}
-	return string(b)
 }

@@ -69,7 +69,7 @@ func EnsureNATSCLI(logf func(format string, args ...any)) (string, error) {
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GO111MODULE=on")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("installing the nats CLI %s: %w\n%s", NATSCLIVersion, err, tail(out, 4000))
+		return "", fmt.Errorf("installing the nats CLI %s: %w\n%s", NATSCLIVersion, err, TailLines(out, 40))
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err

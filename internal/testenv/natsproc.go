@@ -68,7 +68,7 @@ func EnsureNATSServer(logf func(format string, args ...any)) (string, error) {
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("building nats-server: %w\n%s", err, tail(out, 4000))
+		return "", fmt.Errorf("building nats-server: %w\n%s", err, TailLines(out, 40))
 	}
 	// Renamed into place only when complete, so the existence check above is enough.
 	if err := os.Rename(tmp, bin); err != nil {
@@ -135,10 +135,7 @@ func StartNATSProc(t testing.TB) *NATSProc {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	port, err := freeLoopbackPort()
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
+	port := FreePort(t)
 	p := &NATSProc{
 		URL:      "nats://127.0.0.1:" + strconv.Itoa(port),
 		Port:     port,
@@ -151,7 +148,7 @@ func StartNATSProc(t testing.TB) *NATSProc {
 		p.Kill()
 		if t.Failed() {
 			if b, err := os.ReadFile(p.logPath); err == nil {
-				t.Logf("nats-server log (%s):\n%s", p.logPath, tail(b, 6000))
+				t.Logf("nats-server log (%s):\n%s", p.logPath, TailLines(b, 60))
 			}
 		}
 	})
@@ -195,7 +192,7 @@ func (p *NATSProc) Start() {
 		select {
 		case <-done:
 			b, _ := os.ReadFile(p.logPath)
-			p.t.Fatalf("nats-server exited during start-up:\n%s", tail(b, 4000))
+			p.t.Fatalf("nats-server exited during start-up:\n%s", TailLines(b, 40))
 		default:
 		}
 		return JetStreamReady(p.URL)

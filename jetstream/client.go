@@ -1,0 +1,161 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Client is the API's side of the contract for mediaworker's own callers (`submit`, the benchmarks):
+// it publishes requests as a careful API does and hears the answers, so the request subject, the
+// deduplicating message id and the answer subjects are written here once, beside the worker that
+// reads them. Open it on a connection from Connect.
+type Client struct {
+	js   jetstream.JetStream
+	cfg  Config
+	subj contracts.Subjects
+}
+
+// NewClient returns a client of cfg's app on js.
+func NewClient(js jetstream.JetStream, cfg Config) *Client {
+	return &Client{js: js, cfg: cfg, subj: cfg.Subjects()}
+}
+
+// submitTimeout bounds one request's publish when ctx has no earlier deadline.
+const submitTimeout = 10 * time.Second
+
+// Submit publishes req on the request subject with Nats-Msg-Id = its mediaId, so a retried publish is
+// dropped by the stream's duplicate window, and Nats-Expected-Stream = the requests stream, so a
+// request is never stored by another stream that happens to listen on the subject.
+func (c *Client) Submit(ctx context.Context, req contracts.Request) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encoding the request: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, submitTimeout)
+	defer cancel()
+	if _, err := c.js.PublishMsg(pctx, &nats.Msg{Subject: c.subj.Request, Data: data},
+		jetstream.WithMsgID(req.MediaID), jetstream.WithExpectStream(c.cfg.RequestsStream())); err != nil {
+		return fmt.Errorf("publishing the request to %s: %w (are the streams provisioned? `mediaworker streams apply`)", c.subj.Request, err)
+	}
+	return nil
+}
+
+// AnswerKind says what an Answer is.
+type AnswerKind string
+
+// The answers a worker sends about a request.
+const (
+	AnswerResponse AnswerKind = "response" // a contracts.Response: the request's end
+	AnswerVirus    AnswerKind = "virus"    // a contracts.VirusEvent, published before its response
+	AnswerProgress AnswerKind = "progress" // a contracts.Progress of a video job
+)
+
+// Answer is one message a worker sent about a request, as it came (decode it by Kind).
+type Answer struct {
+	Kind AnswerKind
+	Data []byte
+	At   time.Time // when it arrived
+}
+
+// Listen calls fn with every answer of the app (or only those of the kinds named) until the returned
+// stop is called. It returns once the server has the subscription, so a request submitted after it
+// cannot be answered unheard. The answers come in order on one goroutine: a virus event always before
+// the response it goes with.
+func (c *Client) Listen(fn func(Answer), kinds ...AnswerKind) (stop func(), err error) {
+	nc := c.js.Conn()
+	// One subscription, sorted here: two would each have their own goroutine, and a response could
+	// overtake its virus event. One kind alone gets its own subject: no other traffic to drop.
+	subject := c.subj.Wildcard()
+	if len(kinds) == 1 {
+		subject = map[AnswerKind]string{AnswerResponse: c.subj.Response, AnswerVirus: c.subj.Virus,
+			AnswerProgress: c.subj.ProgressWildcard()}[kinds[0]]
+	}
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		a := Answer{Data: m.Data, At: time.Now()}
+		switch {
+		case m.Subject == c.subj.Response:
+			a.Kind = AnswerResponse
+		case m.Subject == c.subj.Virus:
+			a.Kind = AnswerVirus
+		case strings.HasPrefix(m.Subject, c.subj.Progress+"."):
+			a.Kind = AnswerProgress
+		default:
+			return // requests, lanes' work, dead letters
+		}
+		if len(kinds) == 0 || slices.Contains(kinds, a.Kind) {
+			fn(a)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	// Other clients' traffic shares these subjects: let it queue rather than be dropped.
+	_ = sub.SetPendingLimits(-1, 1<<30)
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// Follow reads the responses stream (responses and virus events, as stored, every instance's) with an
+// ordered consumer until ctx ends (nil) or reading fails. It starts at the first message stored since
+// since, or at the newest atLeast messages when those reach further back; begin is called just before
+// the first message (a retry after a failure reads the same messages again). fn gets each message
+// with the time it was stored.
+func (c *Client) Follow(ctx context.Context, since time.Time, atLeast uint64, begin func(), fn func(subject string, data []byte, stored time.Time)) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the Stop goroutine below when this returns
+	defer cancel()
+	stream, err := c.js.Stream(ctx, c.cfg.ResponsesStream())
+	if err != nil {
+		return fmt.Errorf("opening the responses stream: %w", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the responses stream's state: %w", err)
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
+	if last := info.State.LastSeq; info.State.Msgs > 0 {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+		if last > atLeast {
+			// When the newest atLeast messages reach back before since, start there instead.
+			if m, err := stream.GetMsg(ctx, last-atLeast+1); err == nil && m.Time.Before(since) {
+				cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, m.Sequence
+			}
+		} else {
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverAllPolicy, nil
+		}
+	}
+	begin()
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("following the responses stream: %w", err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("following the responses stream: %w", err)
+	}
+	go func() { <-ctx.Done(); msgs.Stop() }()
+	for {
+		m, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("following the responses stream: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		fn(m.Subject(), m.Data(), meta.Timestamp)
+	}
+}
