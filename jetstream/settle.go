@@ -11,7 +11,6 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/tracing"
-	"github.com/mediaworker/mediaworker/transcoder"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -190,7 +189,7 @@ func (w *Worker) report(out pipeline.Outcome, d *delivery, log zerolog.Logger) {
 			return
 		}
 		ev := log.Info().Str("error", out.Response.Error)
-		if detail := transcoder.ErrorDetail(out.Err); detail != "" {
+		if detail := pipeline.ErrorDetail(out.Err); detail != "" {
 			ev = ev.Str("detail", detail) // ffmpeg's or libvips' words, kept out of the response
 		}
 		ev.Msg("job failed permanently")

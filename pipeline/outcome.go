@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 // Kind is the one way a job ended.
@@ -129,6 +130,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Stage + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorDetail is what a tool or library said about the input of a failed job (ffmpeg's or libvips' own
+// words), for the operator's log only: the response carries Error(), which names no scratch path.
+func ErrorDetail(err error) string { return transcoder.ErrorDetail(err) }
 
 func permanent(stage string, err error) *Error {
 	return &Error{Class: Permanent, Stage: stage, Err: err}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mediaworker/mediaworker/app"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,7 +44,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	ctx, stop, _, js, err := connectJS(ctx, cfg, "mediaworker dlq", stderr)
+	ctx, stop, js, err := connectJS(ctx, cfg, "mediaworker dlq", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker dlq: %v\n", err)
 		return exitFailure
@@ -163,9 +162,9 @@ func parseSeqs(args []string) ([]uint64, error) {
 // it returns ends at the first permissions violation, which it reports on stderr: NATS gives a request
 // the user may not make no reply at all, so without this a command run with another role's credentials
 // would wait out its timeout in silence. stop closes the connection and releases the context.
-func connectJS(ctx context.Context, cfg app.Config, name string, stderr io.Writer) (context.Context, func(), *nats.Conn, jetstream.JetStream, error) {
+func connectJS(ctx context.Context, cfg app.Config, name string, stderr io.Writer) (context.Context, func(), jetstream.JetStream, error) {
 	if err := cfg.NATS.Auth.Validate(); err != nil {
-		return ctx, nil, nil, nil, err
+		return ctx, nil, nil, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	var once sync.Once
@@ -181,9 +180,9 @@ func connectJS(ctx context.Context, cfg app.Config, name string, stderr io.Write
 		if natsjs.AuthHint(err) == "" {
 			err = fmt.Errorf("%w (is `mediaworker run` running?)", err)
 		}
-		return ctx, nil, nil, nil, err
+		return ctx, nil, nil, err
 	}
-	return ctx, func() { nc.Close(); cancel(nil) }, nc, js, nil
+	return ctx, func() { nc.Close(); cancel(nil) }, js, nil
 }
 
 func printJSON(w io.Writer, v any) int {

@@ -109,7 +109,7 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 }
 
 func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer) int {
-	ctx, stop, _, js, err := connectJS(ctx, cfg, "mediaworker streams apply", stderr)
+	ctx, stop, js, err := connectJS(ctx, cfg, "mediaworker streams apply", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
 		return exitFailure

@@ -47,7 +47,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitUsage
 	}
-	ctx, stop, nc, js, err := connectJS(ctx, cfg, "mediaworker submit", stderr)
+	ctx, stop, js, err := connectJS(ctx, cfg, "mediaworker submit", stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitFailure
