@@ -103,22 +103,7 @@ func TestAccountLayoutAndServedObjects(t *testing.T) {
 		"--data-dir", filepath.Join(t.TempDir(), "data"), "--tmp-dir", filepath.Join(t.TempDir(), "scratch"),
 		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--clamd-addr", clamd.Addr,
 		"--quarantine-bucket", "quarantine", "--max-image-jobs", "1", "--max-video-jobs", "1", "--backoff-base", "200ms")
-	testenv.Eventually(t, 90*time.Second, func() error {
-		select {
-		case <-p.done:
-			t.Fatalf("the worker exited:\n%s", p.log.String())
-		default:
-		}
-		resp, err := http.Get(base + "/health/ready")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("ready: %s", resp.Status)
-		}
-		return nil
-	})
+	waitReady(t, p, base)
 
 	if _, err := nats.Connect(url); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Errorf("anonymous client: %v, want an authorization violation", err)

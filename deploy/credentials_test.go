@@ -22,6 +22,22 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
+// startSecuredWorker starts the built worker with an embedded NATS server on natsPort that takes the auth
+// flags given, waits until it is ready and checks that an anonymous client is refused.
+func startSecuredWorker(t *testing.T, natsPort, httpPort int, clamdAddr string, auth ...string) *workerProcess {
+	t.Helper()
+	args := append([]string{"--nats-listen", "127.0.0.1:" + strconv.Itoa(natsPort)}, auth...)
+	args = append(args, "--data-dir", filepath.Join(t.TempDir(), "data"), "--tmp-dir", filepath.Join(t.TempDir(), "scratch"),
+		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--clamd-addr", clamdAddr, "--max-video-jobs", "1")
+	p := startWorkerBinary(t, nil, args...)
+	waitReady(t, p, "http://127.0.0.1:"+strconv.Itoa(httpPort))
+	if nc, err := nats.Connect("nats://127.0.0.1:" + strconv.Itoa(natsPort)); err == nil {
+		nc.Close()
+		t.Fatalf("an anonymous client connected to a worker started with %q", auth)
+	}
+	return p
+}
+
 // waitReady waits until the worker process answers /health/ready with 200, failing at once if it exits.
 func waitReady(t *testing.T, p *workerProcess, base string) {
 	t.Helper()
@@ -71,16 +87,7 @@ func TestCommandsUseTheWorkerCredentials(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	natsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(natsPort)
-	p := startWorkerBinary(t, nil,
-		"--nats-listen", "127.0.0.1:"+strconv.Itoa(natsPort), "--nats-user", user, "--nats-password", password,
-		"--data-dir", filepath.Join(t.TempDir(), "data"), "--tmp-dir", filepath.Join(t.TempDir(), "scratch"),
-		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--clamd-addr", clamd.Addr, "--max-video-jobs", "1")
-	waitReady(t, p, "http://127.0.0.1:"+strconv.Itoa(httpPort))
-
-	if nc, err := nats.Connect(url); err == nil {
-		nc.Close()
-		t.Fatal("an anonymous client connected to a worker started with --nats-user")
-	}
+	startSecuredWorker(t, natsPort, httpPort, clamd.Addr, "--nats-user", user, "--nats-password", password)
 	photo := testenv.MakeJPEG(t, t.TempDir(), 800, 600)
 	commands := [][]string{{"streams", "apply"}, {"dlq", "ls"}, {"submit", "--wait", "--timeout", "1m", photo}}
 
@@ -204,15 +211,7 @@ func TestDecentralisedAuth(t *testing.T) {
 		t.Errorf("an operator config without a system account: exit %d after %s:\n%s", code, took, stderr)
 	}
 
-	p := startWorkerBinary(t, nil,
-		"--nats-listen", "127.0.0.1:"+strconv.Itoa(natsPort), "--nats-server-config", serverConfig, "--nats-creds", creds,
-		"--data-dir", filepath.Join(t.TempDir(), "data"), "--tmp-dir", filepath.Join(t.TempDir(), "scratch"),
-		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--clamd-addr", clamd.Addr, "--max-video-jobs", "1")
-	waitReady(t, p, "http://127.0.0.1:"+strconv.Itoa(httpPort))
-	if nc, err := nats.Connect(url); err == nil {
-		nc.Close()
-		t.Fatal("an anonymous client connected to a worker on an operator config")
-	}
+	startSecuredWorker(t, natsPort, httpPort, clamd.Addr, "--nats-server-config", serverConfig, "--nats-creds", creds)
 	photo := testenv.MakeJPEG(t, t.TempDir(), 640, 480)
 	code, out, stderr := cli(t, []string{"NATS_URL=" + url, "NATS_CREDS=" + creds}, "submit", "--wait", "--timeout", "1m", photo)
 	var r contracts.Response
