@@ -11,7 +11,9 @@
 #   -large-mib N    size of the large video input (default 477: under the worker's 500 MiB cap)
 #   -phases LIST    startup,images,videos,scan,memory,orchestration (default: all); also, alone:
 #                   image-throughput (the images' throughput comparison) and leak (the
-#                   RSS-over-many-jobs part of images)
+#                   RSS-over-many-jobs part of images) and video-compare (the videos' worker vs bare
+#                   ffmpeg comparison, without the large input)
+#   -clips LIST     keep only these clips of the corpus (e.g. 1080p-h264.mp4,720p-h264.mp4)
 # The scan phase also generates a realistic ClamAV signature set (about 490,000 signatures, cached
 # beside the corpus) and starts a second clamd with it; CI never loads it.
 # The corpus is cached in ${MW_CACHE_DIR:-~/.cache/mediaworker}/bench (about 1.2 GB; the first run

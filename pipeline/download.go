@@ -23,7 +23,8 @@ type scanResult struct {
 
 // download writes the object to the scratch file and, in the same pass, streams the same bytes to
 // clamd: the scan overlaps the download instead of following it. The verdict is collected by the next
-// step; nothing reads the file before it.
+// step; nothing transforms the file before it (a video's probe, which only reads it, starts when the
+// download ends: probe.go).
 func (p *Pipeline) download(ctx context.Context, j *job) error {
 	pr, pw := io.Pipe()
 	j.scanned = make(chan scanResult, 1)
@@ -82,6 +83,9 @@ func isTruncated(err error) bool {
 }
 
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
+	// The file is complete: a video's probe runs while clamd finishes (probe.go). Its answer is read
+	// by detect, after a clean verdict, and dropped otherwise.
+	p.startProbe(ctx, j)
 	var res scanResult
 	select {
 	case res = <-j.scanned:
@@ -101,6 +105,9 @@ func (p *Pipeline) scan(ctx context.Context, j *job) error {
 	}
 	if p.observer != nil {
 		p.observer.Scanned(verdict)
+	}
+	if verdict != "clean" {
+		j.stopProbe() // its answer is never read: kill ffprobe now, not when the job ends
 	}
 	switch {
 	case err == nil:

@@ -161,6 +161,7 @@ type job struct {
 	mime     string
 	kind     MediaKind
 	probe    *transcoder.VideoProbe // a video's description, from detection
+	probing  *pendingProbe          // a video's probe, started beside the scan (probe.go)
 	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
 	outs     []output               // files the transform made, uploaded by the next step
 	out      Outcome
@@ -299,6 +300,7 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 }
 
 func (j *job) cleanup() {
+	j.stopProbe()
 	if j.endPhase != nil {
 		j.endPhase()
 	}
@@ -388,7 +390,7 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return nil
 	}
 	// A video's deadline follows its length, so a stuck encoder is killed in minutes, not at the cap.
-	probe, err := p.videos.Probe(ctx, j.input)
+	probe, err := p.probeVideo(ctx, j)
 	if err != nil {
 		if transcoder.IsBadInput(err) {
 			return permanent("probing", err)

@@ -108,11 +108,12 @@ func (b *bencher) imagePeakRSS() (err error) {
 	return nil
 }
 
-// stageTable shows the worker's own stage timings (mediaworker_stage_duration_seconds) between two
-// scrapes: where a job's time goes besides the transform.
-func stageTable(before, after map[string]float64) string {
-	type agg struct{ sum, count float64 }
-	stages := map[string]*agg{}
+// stageAgg is one stage's total time and job count between two scrapes.
+type stageAgg struct{ sum, count float64 }
+
+// stageDeltas sums the worker's stage timings (mediaworker_stage_duration_seconds) between two scrapes.
+func stageDeltas(before, after map[string]float64) map[string]*stageAgg {
+	stages := map[string]*stageAgg{}
 	for k, v := range after {
 		name, labels, ok := strings.Cut(k, "{")
 		if !ok || !strings.HasPrefix(name, "mediaworker_stage_duration_seconds_") {
@@ -123,7 +124,7 @@ func stageTable(before, after map[string]float64) string {
 			continue
 		}
 		if stages[stage] == nil {
-			stages[stage] = &agg{}
+			stages[stage] = &stageAgg{}
 		}
 		switch name {
 		case "mediaworker_stage_duration_seconds_sum":
@@ -132,6 +133,13 @@ func stageTable(before, after map[string]float64) string {
 			stages[stage].count += v - before[k]
 		}
 	}
+	return stages
+}
+
+// stageTable shows the worker's own stage timings (mediaworker_stage_duration_seconds) between two
+// scrapes: where a job's time goes besides the transform.
+func stageTable(before, after map[string]float64) string {
+	stages := stageDeltas(before, after)
 	if len(stages) == 0 {
 		return "(the worker exposed no stage metrics)"
 	}

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,6 +68,7 @@ func main() {
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
 		wenv     = flag.String("worker-env", "", "comma-separated KEY=VALUE pairs added to every worker's environment (experiments, e.g. GOGC=50)")
 		phases   = flag.String("phases", "startup,images,videos,scan,memory,orchestration", "phases to run")
+		clipList = flag.String("clips", "", "comma-separated clip names (e.g. 1080p-h264.mp4) to keep from the corpus; default all (for iterating on one kind of video)")
 	)
 	flag.Parse()
 	if *bin == "" {
@@ -122,6 +124,11 @@ func main() {
 		fatal(fmt.Errorf("making the corpus: %w", err))
 	}
 	b.rep.Phases = append(b.rep.Phases, fmt.Sprintf("corpus (cached in %s): %s", b.corpus.Dir, time.Since(t0).Round(time.Second)))
+	if *clipList != "" {
+		if b.corpus.Clips, err = keepClips(b.corpus.Clips, strings.Split(*clipList, ",")); err != nil {
+			fatal(fmt.Errorf("-clips: %w", err))
+		}
+	}
 
 	// clamd with the project's dev config (deploy/clamav/clamd.conf) and dev signatures, as the tests
 	// run it. Large inputs above clamd's 512M stream limit need the limits raised with them.
@@ -144,10 +151,12 @@ func main() {
 		// images' throughput comparison alone (issue 13's baselines and black-box case), for iterating.
 		"image-throughput": b.imageThroughput,
 		"videos":           b.videosPhase,
-		"scan":             b.scanPhase,
-		"memory":           b.memoryPhase,
-		"leak":             b.imageLeak, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
-		"orchestration":    func() error { return b.orchestrationPhase(*orch, *orchCmd) },
+		// videos' worker-vs-bare comparison alone (no large input), for iterating: -clips narrows it.
+		"video-compare": b.videoCompare,
+		"scan":          b.scanPhase,
+		"memory":        b.memoryPhase,
+		"leak":          b.imageLeak, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
+		"orchestration": func() error { return b.orchestrationPhase(*orch, *orchCmd) },
 	}
 	for _, name := range strings.Split(*phases, ",") {
 		fn, ok := all[name]
@@ -279,4 +288,24 @@ func (b *bencher) machine(start bool) {
 		"clamd: "+firstLine("clamd", "--version")+" (dev signatures only: EICAR; a full database scans slower, for the worker and clamdscan alike)",
 		"mediaworker: "+firstLine(b.bin, "version")+", commit "+commit,
 	)
+}
+
+// keepClips returns the clips named, in the corpus's order; a name the corpus lacks is an error.
+func keepClips(clips []Clip, names []string) ([]Clip, error) {
+	var kept []Clip
+	for _, n := range names {
+		if !slices.ContainsFunc(clips, func(c Clip) bool { return c.Name == n }) {
+			var have []string
+			for _, c := range clips {
+				have = append(have, c.Name)
+			}
+			return nil, fmt.Errorf("no clip %q in the corpus (it has %s)", n, strings.Join(have, ", "))
+		}
+	}
+	for _, c := range clips {
+		if slices.Contains(names, c.Name) {
+			kept = append(kept, c)
+		}
+	}
+	return kept, nil
 }

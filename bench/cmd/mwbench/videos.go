@@ -39,6 +39,10 @@ type videoTimes struct {
 	posterExposed             float64 // the part of the poster runs that neither the remux nor the output probe overlapped
 	nProbes                   float64 // ffprobe runs (float for the medians)
 	cpu                       float64 // CPU seconds of the worker, its tools and clamd
+	// scanWait, probeWait and upload are the worker's own stage timings for the job (seconds): the
+	// verdict's wait after the download (scanning), detection with the wait for the input's probe
+	// (detecting) and the uploads (uploading). They are the fixed costs a bare run does not have.
+	scanWait, probeWait, upload float64
 }
 
 // videoCompare runs every clip through the worker (with ffmpeg and ffprobe wrapped to log their
@@ -119,8 +123,17 @@ func (b *bencher) videoCompare() (err error) {
 			out := filepath.Join(bd, "out")
 			doWorker := func() error {
 				c0 := cpuOf()
+				m0, _ := w.Metrics(b.ctx)
 				t, _, err := b.videoJob(c, tl, "v/"+cl.Name)
 				t.cpu = cpuOf() - c0
+				if m1, merr := w.Metrics(b.ctx); merr == nil && m0 != nil {
+					st := stageDeltas(m0, m1)
+					for name, dst := range map[string]*float64{"scanning": &t.scanWait, "detecting": &t.probeWait, "uploading": &t.upload} {
+						if a := st[name]; a != nil {
+							*dst = a.sum
+						}
+					}
+				}
 				workerT[cl.Name] = append(workerT[cl.Name], t)
 				return err
 			}
@@ -253,6 +266,10 @@ func (b *bencher) videoCompare() (err error) {
 				bench.Median(pick(ts, func(t videoTimes) float64 { return t.nProbes }))),
 			posterCol,
 			fmt.Sprintf("%.1f %%", 100*ps.share),
+			fmt.Sprintf("%s / %s / %s",
+				ms(bench.Median(pick(ts, func(t videoTimes) float64 { return t.scanWait }))),
+				ms(bench.Median(pick(ts, func(t videoTimes) float64 { return t.probeWait }))),
+				ms(bench.Median(pick(ts, func(t videoTimes) float64 { return t.upload })))),
 			fmt.Sprintf("%.1f / %.1f", cpuW, cpuB)})
 	}
 	// Issue 13: a transcode within 5 % of the bare encode; a remux, a job of a fraction of a second
@@ -299,7 +316,8 @@ func (b *bencher) videoCompare() (err error) {
 	b.rep.section("Videos: worker end to end vs bare ffmpeg",
 		"%d s clips at 25 fps with audio (H.264/AAC MP4 with fast start, HEVC/AAC MOV, VP9/Opus WebM), one job at a time "+
 			"(`--max-video-jobs 1`), medians of %d runs, worker and bare (and, for transcodes, the bare encode without its "+
-			"poster output) interleaved. *worker*: publish → response (download with clamd INSTREAM, ffprobe of the input, "+
+			"poster output) interleaved. *worker*: publish → response (download with clamd INSTREAM, ffprobe of the input "+
+			"started when the download ends, beside the rest of the scan, its answer used after a clean verdict; "+
 			"then a transcode: one ffmpeg run writing the MP4 and the poster, the MP4's header read in Go; or a remux: the "+
 			"stream copy, its MP4 header read in Go too, with a poster ffmpeg run from the upload's video stream beside it; uploads), so one "+
 			"ffprobe per job. *bare*: the worker's own commands, taken from its first job of the clip (ffmpeg and "+
@@ -315,11 +333,13 @@ func (b *bencher) videoCompare() (err error) {
 			"zero), and the CPU time it adds; for a remux, the worker's poster run and the part of it the "+
 			"remux beside it did not overlap. *poster share*: for a transcode the CPU time the poster output adds ÷ the worker "+
 			"job's CPU time (the wall-time difference is too noisy to divide); for a remux the part not overlapped ÷ the worker's end "+
-			"to end time. *CPU s*: user + system CPU seconds of the whole job (the worker process, its ffmpeg/ffprobe "+
+			"to end time. *scan wait / probe wait / upload*: the worker's own stage timings for the job, medians: "+
+			"how long it waited for clamd's verdict after the download, then for the input's probe, and its uploads; "+
+			"costs the bare commands do not have. *CPU s*: user + system CPU seconds of the whole job (the worker process, its ffmpeg/ffprobe "+
 			"runs and clamd) and of the bare commands; less disturbed by other load than wall time.\n\n%s",
 		clipSeconds, b.runs, ms(overhead),
 		table([]string{"clip", "file", "path", "worker e2e", "bare", "ratio", "overhead", "worker encode/remux",
-			"bare encode/remux", "worker probes", "poster", "poster share", "CPU s worker / bare"}, rows),
+			"bare encode/remux", "worker probes", "poster", "poster share", "scan wait / probe wait / upload", "CPU s worker / bare"}, rows),
 		stageTable(metricsBefore, metricsAfter))
 	for _, name := range []string{"1080p-hevc.mov", "1080p-h264.mp4"} {
 		ex, ok := caps[name]
