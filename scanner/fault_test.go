@@ -36,11 +36,17 @@ type fakeClamd struct {
 
 func startFake(t *testing.T, handle func(net.Conn)) *fakeClamd {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startFakeOn(t, "tcp", "127.0.0.1:0", handle)
+}
+
+// startFakeOn is startFake on the given network ("tcp" or "unix") and address.
+func startFakeOn(t *testing.T, network, address string, handle func(net.Conn)) *fakeClamd {
+	t.Helper()
+	ln, err := net.Listen(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeClamd{Addr: "tcp://" + ln.Addr().String(), ln: ln, Quit: make(chan struct{})}
+	f := &fakeClamd{Addr: network + "://" + ln.Addr().String(), ln: ln, Quit: make(chan struct{})}
 	f.wg.Go(func() {
 		for {
 			c, err := ln.Accept()

@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// The replies clamd sends to INSTREAM (clamd 0.9x–1.4; see docs/man clamd(8)). Everything else is a
-// protocol error: a reply we do not understand is never a clean verdict.
+// The replies clamd sends to INSTREAM (clamd 0.9x–1.4; see docs/man clamd(8)), and to FILDES, the same
+// with "fd[N]: " in place of "stream: ". Everything else is a protocol error: a reply we do not
+// understand is never a clean verdict.
 const (
 	streamPrefix    = "stream: "
 	cleanStatus     = "OK"
@@ -45,6 +46,27 @@ func ParseReply(line string) (Verdict, error) {
 
 // parseReply is ParseReply with the *Error typed and its Op chosen by the caller.
 func parseReply(line, op string) (Verdict, *Error) {
+	return parseVerdict(line, op, cutStreamPrefix)
+}
+
+// cutStreamPrefix removes INSTREAM's "stream: ".
+func cutStreamPrefix(line string) (string, bool) { return strings.CutPrefix(line, streamPrefix) }
+
+// cutDescriptorPrefix removes FILDES's "fd[N]: ", N being the descriptor's number in clamd.
+func cutDescriptorPrefix(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, "fd[")
+	if !ok {
+		return "", false
+	}
+	num, rest, ok := strings.Cut(rest, "]: ")
+	if !ok || !isDigits(num) {
+		return "", false
+	}
+	return rest, true
+}
+
+// parseVerdict parses a reply whose "<name>: " prefix cut removes (and says was there).
+func parseVerdict(line, op string, cut func(string) (string, bool)) (Verdict, *Error) {
 	if !utf8.ValidString(line) || strings.ContainsFunc(line, isControl) {
 		return Verdict{}, &Error{Kind: Protocol, Op: op, Err: fmt.Errorf("reply %s has control characters or invalid UTF-8", quote(line))}
 	}
@@ -52,7 +74,7 @@ func parseReply(line, op string) (Verdict, *Error) {
 		return Verdict{}, &Error{Kind: LimitExceeded, Op: op,
 			Err: errors.New("clamd: INSTREAM size limit exceeded (the input is larger than clamd's StreamMaxLength)")}
 	}
-	rest, ok := strings.CutPrefix(line, streamPrefix)
+	rest, ok := cut(line)
 	if !ok {
 		return Verdict{}, &Error{Kind: Protocol, Op: op, Err: fmt.Errorf("reply %s is not a stream verdict", quote(line))}
 	}

@@ -1,7 +1,8 @@
 // Package scanner is mediaworker's clamd client. It streams an input to clamd with INSTREAM, accounts
 // for every byte, puts deadlines on every read and write, and turns clamd's reply into a strict Verdict
 // or a typed *Error. It never reports clean unless clamd said "stream: OK" for exactly the announced
-// bytes.
+// bytes. On a unix socket, ScanFile hands clamd the open file instead (FILDES, fildes.go), and a file
+// that changed during the scan is an error.
 //
 // It is a leaf: it knows nothing of NATS, object stores or the pipeline. Errors say whether the input is
 // refused (IsRefused: permanent) or the scan merely failed (everything else: transient).
@@ -133,8 +134,9 @@ func New(cfg Config) (*Scanner, error) {
 	return &Scanner{cfg: cfg, network: network, address: address}, nil
 }
 
-// ScanFile scans the regular file at path: it opens it, takes its size from Stat, and calls Scan, so a
-// file that changes size while it is read is an error, not a verdict.
+// ScanFile scans the regular file at path: it opens it and takes its size from Stat. On a unix socket
+// it passes clamd the open file (FILDES, fildes.go); otherwise it streams it with Scan. Either way a
+// file that changes size while it is scanned is an error, not a verdict.
 func (s *Scanner) ScanFile(ctx context.Context, path string) (Verdict, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -148,6 +150,9 @@ func (s *Scanner) ScanFile(ctx context.Context, path string) (Verdict, error) {
 	// A FIFO or device has no meaningful size and may never end.
 	if !fi.Mode().IsRegular() {
 		return Verdict{}, fmt.Errorf("scanning %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if s.ScansInPlace() {
+		return s.scanDescriptor(ctx, f, fi) // fildes.go
 	}
 	return s.Scan(ctx, f, fi.Size())
 }
