@@ -160,12 +160,17 @@ func TestInfectedVideoProbedBesideTheScanIsNeverTransformed(t *testing.T) {
 	}
 }
 
-// realVideoParts is clamd with the dev signatures and the transcoder as the worker runs them.
-func realVideoParts(t *testing.T) (Scanner, *recordingVideos) {
+// realVideoParts is clamd with the dev signatures, reached over TCP (INSTREAM: the scan streams
+// beside the download) or its unix socket (FILDES: the finished file is scanned in place), and the
+// transcoder as the worker runs them.
+func realVideoParts(t *testing.T, unix bool) (Scanner, *recordingVideos) {
 	t.Helper()
 	clamd := testenv.StartClamd(t)
 	scfg := scanner.DefaultConfig()
 	scfg.Addr = clamd.Addr
+	if unix {
+		scfg.Addr = clamd.SocketAddr
+	}
 	s, err := scanner.New(scfg)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +183,15 @@ func realVideoParts(t *testing.T) (Scanner, *recordingVideos) {
 }
 
 func TestVideoJobWithRealClamdAndFFmpeg(t *testing.T) {
-	s, videos := realVideoParts(t)
+	t.Run("tcp", func(t *testing.T) { videoJobWithRealClamdAndFFmpeg(t, false) })
+	t.Run("unix socket", func(t *testing.T) { videoJobWithRealClamdAndFFmpeg(t, true) })
+}
+
+func videoJobWithRealClamdAndFFmpeg(t *testing.T, unix bool) {
+	s, videos := realVideoParts(t, unix)
+	if ips, ok := s.(InPlaceScanner); !ok || ips.ScansInPlace() != unix {
+		t.Fatalf("the scanner on the unix socket (%t) should scan files in place", unix)
+	}
 	t.Run("clean", func(t *testing.T) {
 		f := videoFixture(t, nil)
 		out := f.process(t, s, videos)
