@@ -10,4 +10,10 @@ scripts/clamd-dev.sh "$root/data"
 mkdir -p bin
 echo "run: building bin/mediaworker" >&2
 go build -o bin/mediaworker ./cmd/mediaworker
-exec bin/mediaworker run --data-dir "$root/data" "$@"
+# clamd-dev.sh wrote the address its clamd answers on (the unix socket when it started clamd itself).
+# MW_CLAMD_ADDR or a --clamd-addr among the arguments (which come later, so they win) override it.
+clamd=()
+if [ -z "${MW_CLAMD_ADDR:-}" ] && [ -s "$root/data/clamav/clamd.addr" ]; then
+  clamd=(--clamd-addr "$(cat "$root/data/clamav/clamd.addr")")
+fi
+exec bin/mediaworker run --data-dir "$root/data" "${clamd[@]}" "$@"
