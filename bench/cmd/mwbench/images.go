@@ -48,7 +48,7 @@ func (b *bencher) imagePeakRSS() (err error) {
 			env = []string{pc.env}
 		}
 		w, werr := bench.StartWorker(b.ctx, bench.WorkerOptions{Bin: b.bin, Dir: b.phaseDir("images", fmt.Sprintf("peak-%d", i)),
-			ClamdAddr: b.clamd.Addr, ImageJobs: max(2, b.parallel), VideoJobs: 1, Env: env})
+			ClamdAddr: b.clamd.SocketAddr, ImageJobs: max(2, b.parallel), VideoJobs: 1, Env: env})
 		if werr != nil {
 			return werr
 		}

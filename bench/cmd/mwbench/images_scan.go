@@ -40,7 +40,7 @@ func (b *bencher) imageScanCost(cases []imageCase, other *testenv.Clamd) (string
 	type daemon struct {
 		addr, config string
 	}
-	daemons := []daemon{{b.clamd.Addr, b.clamd.ConfigPath}, {other.Addr, other.ConfigPath}}
+	daemons := []daemon{{b.clamd.SocketAddr, b.clamd.ConfigPath}, {other.SocketAddr, other.ConfigPath}}
 	var rows [][]string
 	for _, cs := range cases {
 		var cells []string
@@ -80,7 +80,7 @@ func (b *bencher) imageScanCost(cases []imageCase, other *testenv.Clamd) (string
 			fmt.Sprintf("%.0f / %.0f", 1000*perMiB[0], 1000*perMiB[1])})
 	}
 	return "clamd's CPU per file, a first scan of each (clamd's clean-file cache off, as every upload a site " +
-		"receives is new), median of " + fmt.Sprint(b.runs) + " scans per file through the worker's own INSTREAM client; " +
+		"receives is new), median of " + fmt.Sprint(b.runs) + " scans per file through the worker's own client on clamd's unix socket (FILDES, as the worker scans); " +
 		"*deploy* is deploy/clamav/clamd.conf (`ScanImageFuzzyHash no`), *fuzzy hash* the same with ClamAV's default " +
 		"`ScanImageFuzzyHash yes`. The naive " +
 		"script scans nothing, so this is CPU the worker spends that the baseline does not; for the image fuzzy " +

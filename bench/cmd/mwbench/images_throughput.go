@@ -94,7 +94,7 @@ func (b *bencher) imageThroughput() (err error) {
 	}
 	defer fuzzy.Stop()
 	w2, err := bench.StartWorker(b.ctx, bench.WorkerOptions{Bin: b.bin, Dir: b.phaseDir("images", "throughput-fuzzy"),
-		ClamdAddr: fuzzy.Addr, ImageJobs: b.parallel, VideoJobs: 1, Env: b.workerEnv})
+		ClamdAddr: fuzzy.SocketAddr, ImageJobs: b.parallel, VideoJobs: 1, Env: b.workerEnv})
 	if err != nil {
 		return fmt.Errorf("starting worker against clamd with fuzzy hashing: %w", err)
 	}
@@ -379,12 +379,13 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 		"%d images at a time (`--max-image-jobs %d`; every baseline runs %d at a time too), medians of %d runs, methods "+
 			"interleaved and rotated. *worker*: `mediaworker run` subprocess, warm, the files already in its embedded "+
 			"object store, requests published at once, timed from the first publish to the last response (download, "+
-			"clamd INSTREAM, detection, transform, three uploads, response). *in-process*: `transcoder.Images.Transform` "+
+			"clamd scan of the finished file, detection, transform, three uploads, response). *in-process*: `transcoder.Images.Transform` "+
 			"(the library calls the worker makes) in the benchmark process on the local file. *naive default*: three "+
 			"`vips thumbnail` processes per image, one per variant, as a user writes the script: libvips' own threading "+
 			"(no `VIPS_CONCURRENCY`) and WebP defaults (no effort). *naive restricted*: the same script with "+
 			"`VIPS_CONCURRENCY=1` and the worker's effort %d. *worker*'s clamd runs deploy/clamav/clamd.conf "+
-			"(`ScanImageFuzzyHash no`); *worker, clamd with fuzzy hash*: a second worker, the same but for its clamd's "+
+			"(`ScanImageFuzzyHash no`), reached on its unix socket as `scripts/run.sh` sets it up, so the worker hands it "+
+			"each downloaded file (FILDES, see *Scanning*); *worker, clamd with fuzzy hash*: a second worker, the same but for its clamd's "+
 			"`ScanImageFuzzyHash yes`, ClamAV's default (see below). Both clamds run with `DisableCache yes`, "+
 			"so every scan is a first scan, as every upload a site receives is new. Sizes and qualities are `transcoder.DefaultImageConfig()`: "+
 			"%d/%d/%d px, Q %d/%d/%d. The commands are at the end of this file.\n\n%s\n"+

@@ -213,7 +213,7 @@ func (b *bencher) phaseDir(phase, name string) string {
 // startWorker starts a `mediaworker run` subprocess for a phase.
 func (b *bencher) startWorker(phase, name string, imageJobs, videoJobs int, args ...string) (*bench.Worker, error) {
 	w, err := bench.StartWorker(b.ctx, bench.WorkerOptions{
-		Bin: b.bin, Dir: b.phaseDir(phase, name), ClamdAddr: b.clamd.Addr,
+		Bin: b.bin, Dir: b.phaseDir(phase, name), ClamdAddr: b.clamd.SocketAddr,
 		ImageJobs: imageJobs, VideoJobs: videoJobs, Args: args, Env: b.workerEnv,
 	})
 	if err != nil {

@@ -15,10 +15,11 @@ import (
 	"github.com/mediaworker/mediaworker/scanner"
 )
 
-// scanPhase compares the worker's clamd client (scanner.Scanner.ScanFile, INSTREAM) with clamdscan
-// --stream on the same 100 MiB file and the same clamd, and times other chunk sizes and the path mode
-// (clamd reads the file itself) for the recommendations; then prices scans with a realistic signature
-// set beside the dev one (scanreal.go).
+// scanPhase compares the worker's clamd client (scanner.Scanner.ScanFile) with clamdscan on the same
+// 100 MiB file and the same clamd: over TCP (INSTREAM) with clamdscan --stream, and on clamd's unix
+// socket (FILDES, the file handed over) with clamdscan --fdpass; it times other chunk sizes and the
+// path mode (clamd reads the file by name) for the recommendations; then prices scans with a realistic
+// signature set beside the dev one (scanreal.go).
 func (b *bencher) scanPhase() error {
 	file := b.corpus.Scan
 	size := fileSize(file)
@@ -37,29 +38,16 @@ func (b *bencher) scanPhase() error {
 		return err
 	}
 	clamdscan := []string{"--config-file=" + conf, "--stream", "--no-summary", file}
+	// The same clamd on its unix socket: clamdscan uses LocalSocket when its config names one.
+	sockConf := filepath.Join(dir, "clamdscan-unix.conf")
+	sock := strings.TrimPrefix(b.clamd.SocketAddr, "unix://")
+	if err := os.WriteFile(sockConf, []byte("LocalSocket "+sock+"\n"), 0o644); err != nil {
+		return err
+	}
+	fdpass := []string{"--config-file=" + sockConf, "--fdpass", "--no-summary", file}
 	b.rep.Machine = append(b.rep.Machine, "clamdscan: "+firstLine("clamdscan", "--config-file="+conf, "--version"))
 
-	scanWith := func(chunk int) func() error {
-		cfg := scanner.DefaultConfig()
-		cfg.Addr = b.clamd.Addr
-		if chunk > 0 {
-			cfg.ChunkSize = chunk
-		}
-		return func() error {
-			s, err := scanner.New(cfg)
-			if err != nil {
-				return err
-			}
-			v, err := s.ScanFile(b.ctx, file)
-			if err != nil {
-				return err
-			}
-			if v.Infected {
-				return fmt.Errorf("random bytes reported infected: %s", v.Signature)
-			}
-			return nil
-		}
-	}
+	scanWith := func(chunk int) func() error { return b.scanWith(b.clamd.Addr, chunk, file) }
 	def := scanner.DefaultConfig().ChunkSize
 	type method struct {
 		name string
@@ -67,8 +55,10 @@ func (b *bencher) scanPhase() error {
 		runs int
 	}
 	main := []method{
-		{fmt.Sprintf("worker: scanner.ScanFile (INSTREAM, %d KiB chunks, the default)", def>>10), scanWith(0), 5},
+		{fmt.Sprintf("worker over TCP: scanner.ScanFile (INSTREAM, %d KiB chunks, the default)", def>>10), scanWith(0), 5},
 		{"clamdscan --stream", func() error { return runQuiet(b.ctx, nil, "clamdscan", clamdscan...) }, 5},
+		{"worker on the unix socket: scanner.ScanFile (FILDES)", b.scanWith(b.clamd.SocketAddr, 0, file), 5},
+		{"clamdscan --fdpass", func() error { return runQuiet(b.ctx, nil, "clamdscan", fdpass...) }, 5},
 	}
 	extra := []method{
 		{"scanner.ScanFile, 1 KiB chunks (go-clamd's size)", scanWith(1 << 10), 3},
@@ -113,6 +103,10 @@ func (b *bencher) scanPhase() error {
 	worker, ref := mbps(main[0].name), mbps(main[1].name)
 	b.rep.row("scanning", "client throughput ÷ `clamdscan --stream`, same 100 MiB file",
 		fmt.Sprintf("%.0f vs %.0f MiB/s", worker, ref), ratio(worker/ref), "≥ 0.9×", atLeast(worker/ref, 0.9))
+	inPlace, fdRef := mbps(main[2].name), mbps(main[3].name)
+	b.rep.row("scanning", "client throughput on clamd's unix socket (FILDES, as `scripts/run.sh` runs the worker) ÷ `clamdscan --fdpass`",
+		fmt.Sprintf("%.0f vs %.0f MiB/s; FILDES ÷ INSTREAM, both the worker's client: %s", inPlace, fdRef, ratio(inPlace/worker)),
+		ratio(inPlace/fdRef), "≥ 0.9×", atLeast(inPlace/fdRef, 0.9))
 	var rows [][]string
 	for _, m := range all {
 		rows = append(rows, []string{m.name, fmt.Sprintf("%d", len(times[m.name])), secs(bench.Median(times[m.name])),
@@ -122,9 +116,33 @@ func (b *bencher) scanPhase() error {
 		"100 MiB of incompressible bytes, the same clamd (`deploy/clamav/clamd.conf` with the dev signatures, started "+
 			"by `internal/testenv.StartClamd`), methods interleaved, medians.\n\n%s",
 		table([]string{"client", "runs", "time", "throughput", "vs clamdscan --stream"}, rows))
-	b.rep.command("# scanning baseline (clamdscan.conf holds only TCPSocket %s / TCPAddr %s):\nclamdscan %s", port, host,
-		strings.Join(clamdscan, " "))
+	b.rep.command("# scanning baselines (clamdscan.conf holds only TCPSocket %s / TCPAddr %s; clamdscan-unix.conf only LocalSocket %s):\nclamdscan %s\nclamdscan %s",
+		port, host, sock, strings.Join(clamdscan, " "), strings.Join(fdpass, " "))
 	return b.scanRealistic()
+}
+
+// scanWith returns a scan of file with the worker's client at addr (chunk: INSTREAM chunk size, 0 for
+// the default); on a unix socket the client hands clamd the file (FILDES).
+func (b *bencher) scanWith(addr string, chunk int, file string) func() error {
+	cfg := scanner.DefaultConfig()
+	cfg.Addr = addr
+	if chunk > 0 {
+		cfg.ChunkSize = chunk
+	}
+	return func() error {
+		s, err := scanner.New(cfg)
+		if err != nil {
+			return err
+		}
+		v, err := s.ScanFile(b.ctx, file)
+		if err != nil {
+			return err
+		}
+		if v.Infected {
+			return fmt.Errorf("random bytes reported infected: %s", v.Signature)
+		}
+		return nil
+	}
 }
 
 // scanPath asks clamd to scan a file by path (zSCAN), as a worker sharing clamd's filesystem could.

@@ -52,7 +52,7 @@ func (b *bencher) scanRealistic() error {
 			return err
 		}
 		cfg := scanner.DefaultConfig()
-		cfg.Addr = s.clamd.Addr
+		cfg.Addr = s.clamd.SocketAddr
 		if s.sc, err = scanner.New(cfg); err != nil {
 			return err
 		}
@@ -220,7 +220,7 @@ func (b *bencher) scanRealistic() error {
 			"and takes clamd to ~1.2–1.5 GiB (operations.md).\n\n"+
 			"| clamd | signatures | start-up until PING answers | VmRSS after the runs |\n|---|---|---|---|\n"+
 			"| dev set | 1 | %s | %s |\n| realistic set | %d | %s | %s |\n\n"+
-			"Per scan (`scanner.ScanFile`, INSTREAM, the worker's client), the two clamds interleaved and alternated, medians "+
+			"Per scan (`scanner.ScanFile` on the unix socket, FILDES, the worker's client), the two clamds interleaved and alternated, medians "+
 			"of %d runs of %d scans (1 for the 100 MiB file); *clamd CPU* is clamd's user + system CPU time per scan (per MiB "+
 			"for videos and bytes), from /proc. *share*: clamd's CPU ÷ (clamd's CPU + the job's own work): for a photo the "+
 			"in-process transform of it (`transcoder.Images.Transform`, one run, CPU time of this process), for a clip the "+

@@ -316,7 +316,7 @@ func (b *bencher) videoCompare() (err error) {
 	b.rep.section("Videos: worker end to end vs bare ffmpeg",
 		"%d s clips at 25 fps with audio (H.264/AAC MP4 with fast start, HEVC/AAC MOV, VP9/Opus WebM), one job at a time "+
 			"(`--max-video-jobs 1`), medians of %d runs, worker and bare (and, for transcodes, the bare encode without its "+
-			"poster output) interleaved. *worker*: publish → response (download with clamd INSTREAM, ffprobe of the input "+
+			"poster output) interleaved. *worker*: publish → response (download, then clamd handed the file, ffprobe of the input "+
 			"started when the download ends, beside the rest of the scan, its answer used after a clean verdict; "+
 			"then a transcode: one ffmpeg run writing the MP4 and the poster, the MP4's header read in Go; or a remux: the "+
 			"stream copy, its MP4 header read in Go too, with a poster ffmpeg run from the upload's video stream beside it; uploads), so one "+
