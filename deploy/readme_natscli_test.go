@@ -41,7 +41,7 @@ func TestREADMENatsCLISteps(t *testing.T) {
 		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort),
 		"--data-dir", filepath.Join(dir, "data"),
 		"--tmp-dir", filepath.Join(dir, "scratch"),
-		"--clamd-addr", clamd.Addr,
+		"--clamd-addr", clamd.SocketAddr, // as scripts/run.sh starts it: clamd's unix socket
 		"--log-format", "json")
 	cmd.Env = cleanEnv()
 	var wlog bytes.Buffer
