@@ -75,7 +75,7 @@ func run(ctx context.Context, binA, binB, work string, rounds int, files []strin
 	for i, bin := range []string{binA, binB} {
 		s := sides[i]
 		s.took = map[string][]float64{}
-		s.w, err = bench.StartWorker(ctx, bench.WorkerOptions{Bin: bin, Dir: filepath.Join(work, s.name), ClamdAddr: clamd.Addr, ImageJobs: 2, VideoJobs: 1})
+		s.w, err = bench.StartWorker(ctx, bench.WorkerOptions{Bin: bin, Dir: filepath.Join(work, s.name), ClamdAddr: clamd.SocketAddr, ImageJobs: 2, VideoJobs: 1})
 		if err != nil {
 			return fmt.Errorf("starting worker %s (%s): %w", s.name, bin, err)
 		}
