@@ -322,7 +322,7 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 	bytesOut map[string]map[string]int64, total map[string][]float64, allImages int, cold []float64, stages string) {
 	thr := func(n int, secs []float64) float64 { return float64(n) / bench.Median(secs) }
 	var rows [][]string
-	worst := map[string]float64{"inproc": math.Inf(1), "naive": math.Inf(1), "cpu": 0, "bytes": 0}
+	worst := map[string]float64{"inproc": math.Inf(1), "naive": math.Inf(1), "cpu": 0, "cpuScan": 0, "bytes": 0}
 	worstName := map[string]string{}
 	note := func(key, name string, v float64, higherIsWorse bool) {
 		if (higherIsWorse && v > worst[key]) || (!higherIsWorse && v < worst[key]) {
@@ -334,10 +334,14 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 		ip, nd, nr, wk := thr(cs.n, f["in-process"]), thr(cs.n, f[naiveDefault.name]), thr(cs.n, f[naiveRestricted.name]), thr(cs.n, f["worker"])
 		nf := thr(cs.n, f[workerFuzzy])
 		cpuRatio := bench.Median(cp["worker"]) / bench.Median(cp["in-process"])
+		// The same worker CPU against the two parts no worker can skip: the transform and clamd's scan of
+		// the file (clamd's CPU measured in the same runs). Reported beside the target, not instead of it.
+		cpuScanRatio := bench.Median(cp["worker"]) / (bench.Median(cp["in-process"]) + bench.Median(cp["clamd"]))
 		bytesRatio := float64(by["worker"]) / float64(by[naiveDefault.name])
 		note("inproc", cs.name, wk/ip, false)
 		note("naive", cs.name, wk/nd, false)
 		note("cpu", cs.name, cpuRatio, true)
+		note("cpuScan", cs.name, cpuScanRatio, true)
 		note("bytes", cs.name, bytesRatio, true)
 		rows = append(rows, []string{cs.name, cs.describe(), strconv.Itoa(cs.n),
 			fmt.Sprintf("%.2f", ip), fmt.Sprintf("%.2f", nd), fmt.Sprintf("%.2f", nr), fmt.Sprintf("%.2f", wk),
@@ -371,7 +375,9 @@ func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, cases []imag
 			secs(bench.Median(nf[workerFuzzy])), ratio(bestNaive/bench.Median(nf[workerFuzzy]))),
 		ratio(bestNaive/warm), "≥ 1.5×", atLeast(bestNaive/warm, 1.5))
 	b.rep.row("images", "CPU per image, worker + clamd ÷ in-process transform (decode + resize + encode alone), worst input",
-		fmt.Sprintf("worst %s", worstName["cpu"]), ratio(worst["cpu"]), "≤ 1.2×", atMost(worst["cpu"], 1.2))
+		fmt.Sprintf("worst %s; for comparison, worker + clamd ÷ (in-process transform + clamd's CPU for the same scans), the "+
+			"least a worker that scans every upload spends: worst %s (%s)", worstName["cpu"], ratio(worst["cpuScan"]), worstName["cpuScan"]),
+		ratio(worst["cpu"]), "≤ 1.2×", atMost(worst["cpu"], 1.2))
 	b.rep.row("images", "output bytes, worker ÷ naive default script (three variants of one image), worst input",
 		fmt.Sprintf("worst %s", worstName["bytes"]), fmt.Sprintf("%+.1f %%", 100*(worst["bytes"]-1)), "≤ +5 %", atMost(worst["bytes"], 1.05))
 
