@@ -71,7 +71,7 @@ func DownloadStatted(ctx context.Context, s Store, info Info, path string, maxBy
 		}
 	}
 	cw := &capWriter{w: w, announced: info.Size}
-	n, err := s.Get(ctx, bucket, key, cw)
+	n, err := GetStatted(ctx, s, info, cw) // the version Stat saw, without looking it up again where the store can
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("closing file: %w", cerr)
 	}

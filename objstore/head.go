@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Reading the first bytes of an object: triage sniffs an upload's type from its head before the job
@@ -20,16 +21,44 @@ type HeadReader interface {
 // store has one, otherwise a Get that stops as soon as n bytes arrived (the JetStream object store sends
 // chunks of 128 KiB, so that is one chunk).
 func ReadHead(ctx context.Context, s Store, bucket, key string, n int) ([]byte, error) {
+	return readHead(ctx, s, Info{Bucket: bucket, Key: key}, n)
+}
+
+// ReadHeadStatted is ReadHead of the object info (from s's Stat) describes: a store that can read that
+// version directly (StattedGetter) does so without looking the object up again.
+func ReadHeadStatted(ctx context.Context, s Store, info Info, n int) ([]byte, error) {
+	return readHead(ctx, s, info, n)
+}
+
+func readHead(ctx context.Context, s Store, info Info, n int) ([]byte, error) {
 	if hr, ok := s.(HeadReader); ok {
-		return hr.ReadHead(ctx, bucket, key, n)
+		return hr.ReadHead(ctx, info.Bucket, info.Key, n)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the transfer the writer cut short
 	w := &headWriter{buf: make([]byte, 0, n)}
-	if _, err := s.Get(ctx, bucket, key, w); err != nil && !errors.Is(err, errHeadFull) {
+	if _, err := GetStatted(ctx, s, info, w); err != nil && !errors.Is(err, errHeadFull) {
 		return nil, fmt.Errorf("reading the first %d bytes: %w", n, err)
 	}
 	return w.buf, nil
+}
+
+// StattedGetter is implemented by stores that can read the version of an object their Stat described
+// (Info.Sys) without looking it up again: for a small object in the JetStream object store, one round
+// trip instead of two.
+type StattedGetter interface {
+	// GetStatted is Get of the object info describes. If that version is gone (overwritten or
+	// deleted since the Stat) before a byte was written, it behaves as Get of info.Bucket/info.Key.
+	GetStatted(ctx context.Context, info Info, w io.Writer) (int64, error)
+}
+
+// GetStatted reads the object info (from s's Stat) describes: with s's GetStatted when it has one,
+// else with Get.
+func GetStatted(ctx context.Context, s Store, info Info, w io.Writer) (int64, error) {
+	if sg, ok := s.(StattedGetter); ok && info.Sys != nil {
+		return sg.GetStatted(ctx, info, w)
+	}
+	return s.Get(ctx, info.Bucket, info.Key, w)
 }
 
 var errHeadFull = errors.New("head read: enough bytes")

@@ -29,6 +29,10 @@ type Info struct {
 	ModTime     time.Time
 	// Variant says the object carries the VariantHeader marker: this worker wrote it as an output.
 	Variant bool
+	// Sys is the backend's own record of the version Stat found (natsobj: its *jetstream.ObjectInfo),
+	// like fs.FileInfo.Sys; nil when it has none. GetStatted passes it back, so a store that can read
+	// that version directly does not look the object up a second time.
+	Sys any
 }
 
 var (

@@ -31,13 +31,15 @@ func (p *Pipeline) triage(j *job) Outcome {
 		}
 		return err
 	}
-	if _, err := p.stat(j.ctx, j); err != nil {
+	info, err := p.stat(j.ctx, j)
+	if err != nil {
 		return p.fail(j, stopped(err))
 	}
 	if j.out.Kind == Infected { // removed on an earlier delivery
 		return j.out
 	}
-	head, err := objstore.ReadHead(j.ctx, p.store, j.req.S3Bucket, j.req.S3Key, SniffBytes)
+	// The version the stat found, without a second lookup where the store can (objstore.StattedGetter).
+	head, err := objstore.ReadHeadStatted(j.ctx, p.store, info, SniffBytes)
 	if err != nil {
 		if objstore.IsPermanent(err) {
 			return p.fail(j, permanent("downloading", err))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mediaworker/mediaworker/objstore"
 )
 
 // Reading objects: chunk by chunk through a consumer, or with one direct get when there is one chunk.
@@ -28,6 +30,28 @@ func (s *Store) Get(ctx context.Context, bucket, key string, w io.Writer) (int64
 	return n, nil
 }
 
+// GetStatted is Get of the version info (from Stat) describes, read without looking the object up
+// again: a one-chunk object is then a single direct get. If that version is gone (overwritten or
+// deleted since the Stat) it reads the object as Get does, so a caller sees what it would have seen
+// without the shortcut.
+func (s *Store) GetStatted(ctx context.Context, info objstore.Info, w io.Writer) (int64, error) {
+	oi, ok := info.Sys.(*jetstream.ObjectInfo)
+	if !ok || oi.Bucket != info.Bucket || oi.Name != info.Key {
+		return s.Get(ctx, info.Bucket, info.Key, w)
+	}
+	n, err := s.read(ctx, oi, w)
+	if errors.Is(err, errGone) && n == 0 {
+		return s.Get(ctx, info.Bucket, info.Key, w)
+	}
+	if err != nil {
+		return n, fmt.Errorf("getting %s/%s: %w", info.Bucket, info.Key, err)
+	}
+	return n, nil
+}
+
+// errGone says the chunks of the version being read are no longer in the stream.
+var errGone = errors.New("object data is gone (overwritten or deleted meanwhile)")
+
 func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
 	octx, cancel := s.opContext(ctx)
 	info, err := s.info(octx, bucket, key)
@@ -35,6 +59,13 @@ func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64
 	if err != nil {
 		return 0, err
 	}
+	return s.read(ctx, info, w)
+}
+
+// read streams the chunks of the version info describes into w and checks them against its size and
+// digest.
+func (s *Store) read(ctx context.Context, info *jetstream.ObjectInfo, w io.Writer) (int64, error) {
+	bucket := info.Bucket
 	want, err := jetstream.DecodeObjectDigest(info.Digest)
 	if err != nil {
 		return 0, fmt.Errorf("reading digest %q: %w", info.Digest, err)
@@ -49,7 +80,7 @@ func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64
 		return s.getOneChunk(ctx, bucket, chunks, info.Size, want, w)
 	}
 	stream := streamPrefix + bucket
-	octx, cancel = s.opContext(ctx)
+	octx, cancel := s.opContext(ctx)
 	cons, err := s.js.OrderedConsumer(octx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{chunks},
 		// A backstop only: the consumer is deleted below unless ctx ended first.
@@ -61,7 +92,7 @@ func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64
 	}
 	defer s.deleteConsumer(ctx, stream, cons)
 	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
-		return 0, errors.New("object data is gone (overwritten or deleted meanwhile)")
+		return 0, errGone
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(getBatch))
 	if err != nil {
@@ -107,7 +138,7 @@ func (s *Store) getOneChunk(ctx context.Context, bucket, subject string, size ui
 	})
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return 0, errors.New("object data is gone (overwritten or deleted meanwhile)")
+		return 0, errGone
 	case err != nil:
 		return 0, fmt.Errorf("reading chunk: %w", err)
 	case uint64(len(msg.Data)) != size:

@@ -131,6 +131,7 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 		ContentType: contentType(info),
 		ModTime:     info.ModTime,
 		Variant:     info.Headers.Get(objstore.VariantHeader) == "1",
+		Sys:         info, // GetStatted reads this version without a second lookup
 	}, nil
 }
 
