@@ -41,12 +41,13 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 				return nil // refused below; clamd has nothing to look at
 			}
 			scanning = true
+			j.head = &headCopy{buf: make([]byte, 0, min(info.Size, sniffBytes))}
 			go func() {
 				v, err := p.scanner.Scan(ctx, pr, info.Size)
 				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
 				j.scanned <- scanResult{v, err}
 			}()
-			return pw
+			return io.MultiWriter(j.head, pw)
 		})
 	pw.CloseWithError(err) // nil: the scanner sees the end of the stream
 	if err != nil && scanning {
@@ -98,6 +99,17 @@ func (p *Pipeline) downloaded(j *job, info objstore.Info, err error) error {
 }
 
 var errScanEnded = errors.New("the scan ended before the download")
+
+// headCopy keeps the first cap(buf) bytes written to it and accepts the rest unread: detection sniffs
+// the head from memory instead of opening the downloaded file again.
+type headCopy struct{ buf []byte }
+
+func (h *headCopy) Write(p []byte) (int, error) {
+	if room := cap(h.buf) - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
 
 // isTruncated says the scanner failed because its input stream failed (the download's fault).
 func isTruncated(err error) bool {
