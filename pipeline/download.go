@@ -63,7 +63,11 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 
 // downloadThenScan is download for a scanner that scans files in place: the file first, then clamd.
 func (p *Pipeline) downloadThenScan(ctx context.Context, j *job, s InPlaceScanner) error {
-	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes, nil)
+	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
+		func(info objstore.Info) io.Writer {
+			j.head = &headCopy{buf: make([]byte, 0, min(info.Size, sniffBytes))}
+			return j.head
+		})
 	if err := p.downloaded(j, info, err); err != nil || j.info.Size == 0 {
 		return err
 	}
