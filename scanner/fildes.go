@@ -33,11 +33,7 @@ func (s *Scanner) ScansInPlace() bool { return s.network == "unix" }
 func (s *Scanner) scanDescriptor(ctx context.Context, f *os.File, before os.FileInfo) (Verdict, error) {
 	const op = "scanning file"
 	size := before.Size()
-	if size > s.cfg.MaxStreamBytes {
-		return Verdict{}, &Error{Kind: LimitExceeded, Op: op,
-			Err: fmt.Errorf("input is %d bytes, over the %d-byte scan limit", size, s.cfg.MaxStreamBytes)}
-	}
-	conn, err := s.dial(ctx, op)
+	conn, err := s.connectFor(ctx, op, size)
 	if err != nil {
 		return Verdict{}, err
 	}

@@ -51,12 +51,7 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, size int64) (Verdict, e
 	if size < 0 {
 		return Verdict{}, &Error{Kind: Truncated, Op: op, Err: fmt.Errorf("input size %d is unknown or invalid", size)}
 	}
-	if size > s.cfg.MaxStreamBytes {
-		return Verdict{}, &Error{Kind: LimitExceeded, Op: op,
-			Err: fmt.Errorf("input is %d bytes, over the %d-byte scan limit", size, s.cfg.MaxStreamBytes)}
-	}
-
-	conn, err := s.dial(ctx, op)
+	conn, err := s.connectFor(ctx, op, size)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -118,6 +113,15 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, size int64) (Verdict, e
 		return Verdict{}, perr
 	}
 	return v, nil
+}
+
+// connectFor refuses an input over MaxStreamBytes before connecting, and otherwise dials clamd.
+func (s *Scanner) connectFor(ctx context.Context, op string, size int64) (*conn, error) {
+	if size > s.cfg.MaxStreamBytes {
+		return nil, &Error{Kind: LimitExceeded, Op: op,
+			Err: fmt.Errorf("input is %d bytes, over the %d-byte scan limit", size, s.cfg.MaxStreamBytes)}
+	}
+	return s.dial(ctx, op)
 }
 
 // command sends one quick z-command on a fresh connection and returns its reply without the NUL.
