@@ -41,7 +41,7 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 				return nil // refused below; clamd has nothing to look at
 			}
 			scanning = true
-			j.head = &headCopy{buf: make([]byte, 0, min(info.Size, sniffBytes))}
+			j.head = newHeadCopy(info.Size)
 			go func() {
 				v, err := p.scanner.Scan(ctx, pr, info.Size)
 				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
@@ -65,10 +65,10 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 func (p *Pipeline) downloadThenScan(ctx context.Context, j *job, s InPlaceScanner) error {
 	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
 		func(info objstore.Info) io.Writer {
-			j.head = &headCopy{buf: make([]byte, 0, min(info.Size, sniffBytes))}
+			j.head = newHeadCopy(info.Size)
 			return j.head
 		})
-	if err := p.downloaded(j, info, err); err != nil || j.info.Size == 0 {
+	if err := p.downloaded(j, info, err); err != nil { // an empty object is refused there
 		return err
 	}
 	go func() {
@@ -107,6 +107,9 @@ var errScanEnded = errors.New("the scan ended before the download")
 // headCopy keeps the first cap(buf) bytes written to it and accepts the rest unread: detection sniffs
 // the head from memory instead of opening the downloaded file again.
 type headCopy struct{ buf []byte }
+
+// newHeadCopy keeps as much of an input of size bytes as detection sniffs.
+func newHeadCopy(size int64) *headCopy { return &headCopy{buf: make([]byte, 0, min(size, sniffBytes))} }
 
 func (h *headCopy) Write(p []byte) (int, error) {
 	if room := cap(h.buf) - len(h.buf); room > 0 {
