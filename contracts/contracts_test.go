@@ -63,10 +63,10 @@ func TestSchemasRejectWhatTheContractForbids(t *testing.T) {
 		{"unknown quality", SchemaResponse, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","originalUrl":"https://a/b","success":true,"processed":[{"quality":"huge","format":"webp","url":"https://a/b","size":1}]}`},
 		{"relative variant url", SchemaResponse, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","originalUrl":"https://a/b","success":true,"processed":[{"quality":"high","format":"webp","url":"not a uri","size":1}]}`},
 		{"negative size", SchemaResponse, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","originalUrl":"https://a/b","success":true,"processed":[{"quality":"high","format":"webp","url":"https://a/b","size":-1}]}`},
-		{"request without key", SchemaRequest, `{"s3Bucket":"b","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/b"}`},
-		{"request with bad uuid", SchemaRequest, `{"s3Key":"k","s3Bucket":"b","mediaId":"nope","mediaUrl":"https://a/b"}`},
-		{"virus with bad time", SchemaVirusEvent, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","s3Key":"k","s3Bucket":"b","mediaUrl":"u","virusName":"v","detectedAt":"yesterday","actionTaken":"quarantined"}`},
-		{"virus with unknown action", SchemaVirusEvent, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","s3Key":"k","s3Bucket":"b","mediaUrl":"u","virusName":"v","detectedAt":"2026-01-01T00:00:00Z","actionTaken":"ignored"}`},
+		{"request without key", SchemaRequest, `{"s3Bucket":"bkt","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/b"}`},
+		{"request with bad uuid", SchemaRequest, `{"s3Key":"k","s3Bucket":"bkt","mediaId":"nope","mediaUrl":"https://a/b"}`},
+		{"virus with bad time", SchemaVirusEvent, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","s3Key":"k","s3Bucket":"bkt","mediaUrl":"u","virusName":"v","detectedAt":"yesterday","actionTaken":"quarantined"}`},
+		{"virus with unknown action", SchemaVirusEvent, `{"mediaId":"550e8400-e29b-41d4-a716-446655440000","s3Key":"k","s3Bucket":"bkt","mediaUrl":"u","virusName":"v","detectedAt":"2026-01-01T00:00:00Z","actionTaken":"ignored"}`},
 	}
 	for _, tc := range bad {
 		if err := ValidateJSON(tc.schema, []byte(tc.doc)); err == nil {
@@ -86,15 +86,15 @@ func TestParseRequestNamesTheField(t *testing.T) {
 	}{
 		{"missing key", `{"s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "is missing", true},
 		{"empty bucket", `{"s3Key":"a.jpg","s3Bucket":"","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Bucket", "is empty", true},
-		{"missing url", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000"}`, "mediaUrl", "is missing", true},
-		{"relative url", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"media/1"}`, "mediaUrl", "absolute URI", true},
-		{"not a uuid", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"1234","mediaUrl":"https://a/1"}`, "mediaId", "must be a UUID", false},
-		{"number id", `{"s3Key":"a.jpg","s3Bucket":"m","mediaId":42,"mediaUrl":"https://a/1"}`, "mediaId", "must be a string, got a number", false},
-		{"missing id", `{"s3Key":"a.jpg","s3Bucket":"m","mediaUrl":"https://a/1"}`, "mediaId", "is missing", false},
-		{"dotdot key", `{"s3Key":"u1/../etc/passwd","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", `".." path segment`, true},
-		{"absolute key", `{"s3Key":"/etc/passwd","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "must not start with '/'", true},
-		{"nul key", `{"s3Key":"a\u0000.jpg","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "control character U+0000", true},
-		{"long key", `{"s3Key":"` + strings.Repeat("a", 2000) + `","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "is 2000 bytes, limit is 1024", true},
+		{"missing url", `{"s3Key":"a.jpg","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000"}`, "mediaUrl", "is missing", true},
+		{"relative url", `{"s3Key":"a.jpg","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"media/1"}`, "mediaUrl", "absolute URI", true},
+		{"not a uuid", `{"s3Key":"a.jpg","s3Bucket":"media","mediaId":"1234","mediaUrl":"https://a/1"}`, "mediaId", "must be a UUID", false},
+		{"number id", `{"s3Key":"a.jpg","s3Bucket":"media","mediaId":42,"mediaUrl":"https://a/1"}`, "mediaId", "must be a string, got a number", false},
+		{"missing id", `{"s3Key":"a.jpg","s3Bucket":"media","mediaUrl":"https://a/1"}`, "mediaId", "is missing", false},
+		{"dotdot key", `{"s3Key":"u1/../etc/passwd","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", `".." path segment`, true},
+		{"absolute key", `{"s3Key":"/etc/passwd","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "must not start with '/'", true},
+		{"nul key", `{"s3Key":"a\u0000.jpg","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "control character U+0000", true},
+		{"long key", `{"s3Key":"` + strings.Repeat("a", 2000) + `","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Key", "is 2000 bytes, limit is 1024", true},
 		{"bucket with slash", `{"s3Key":"a.jpg","s3Bucket":"m/x","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`, "s3Bucket", "has character '/'", true},
 	}
 	for _, tc := range cases {
@@ -141,15 +141,28 @@ func TestOutputKeys(t *testing.T) {
 
 func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte(`{"s3Key":"u1/photo.jpg","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`))
-	f.Add([]byte(`{"s3Key":"../x","s3Bucket":"m","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`))
+	f.Add([]byte(`{"s3Key":"../x","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}`))
 	f.Add([]byte(`{"mediaId":1}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"s3Key":"a.jpg","s3Bucket":"media","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"https://a/1"}}`))
+	f.Add([]byte("{\"s3Key\":\"a\xff.jpg\",\"s3Bucket\":\"media\",\"mediaId\":\"550e8400-e29b-41d4-a716-446655440000\",\"mediaUrl\":\"https://a/1\"}"))
+	f.Add([]byte(`{"s3Key":"a\ud800.jpg","s3Bucket":"Media_Upper","mediaId":"550e8400-e29b-41d4-a716-446655440000","mediaUrl":"javascript:alert(1)"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := ParseRequest(data)
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) {
 				t.Fatalf("error is not a *ParseError: %v", err)
+			}
+			if pe.Correlatable {
+				// The answer to a refusal passes both schemas and echoes nothing oversized.
+				resp := Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Error: err.Error()}
+				if err := Validate(SchemaResponse, resp); err != nil {
+					t.Fatalf("refusal's answer fails the schemas: %v", err)
+				}
+				if b, _ := json.Marshal(resp); len(b) > 16<<10 {
+					t.Fatalf("refusal's answer is %d bytes", len(b))
+				}
 			}
 			return
 		}

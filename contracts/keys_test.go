@@ -71,7 +71,7 @@ func TestOutputKeysStayInTheirDirectory(t *testing.T) {
 // MaxKeyBytes is refused when the request is validated, and says by how much to shorten it.
 func TestLongKeysLeaveRoomForOutputs(t *testing.T) {
 	id := "550e8400-e29b-41d4-a716-446655440000"
-	req := Request{MediaID: id, MediaURL: "https://a/1", S3Bucket: "m"}
+	req := Request{MediaID: id, MediaURL: "https://a/1", S3Bucket: "media"}
 	req.S3Key = strings.Repeat("d", 900) + "/photo.jpg"
 	if err := req.Validate(); err != nil {
 		t.Fatalf("a 910-byte key was refused: %v", err)
@@ -97,7 +97,7 @@ func FuzzOutputKeys(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string, idBytes []byte) {
 		var raw [16]byte
 		copy(raw[:], idBytes)
-		req := Request{S3Key: key, MediaID: uuid.UUID(raw).String(), MediaURL: "https://a/1", S3Bucket: "m"}
+		req := Request{S3Key: key, MediaID: uuid.UUID(raw).String(), MediaURL: "https://a/1", S3Bucket: "media"}
 		keyErr := ValidateKey(key)
 		if err := req.Validate(); err != nil {
 			if keyErr == nil && !strings.Contains(err.Error(), "output keys derived from it") {

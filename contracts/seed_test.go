@@ -19,8 +19,8 @@ func TestOurSchemasRejectWhatTheSeedRejects(t *testing.T) {
 		{"variant without url", SchemaResponse, `{` + id + `,"originalUrl":"https://a/b","success":true,"processed":[{"quality":"high","format":"webp","size":1}]}`},
 		{"unknown format", SchemaResponse, `{` + id + `,"originalUrl":"https://a/b","success":true,"processed":[{"quality":"high","format":"avif","url":"https://a/b","size":1}]}`},
 		{"fractional size", SchemaResponse, `{` + id + `,"originalUrl":"https://a/b","success":true,"processed":[{"quality":"high","format":"webp","url":"https://a/b","size":1.5}]}`},
-		{"request with relative url", SchemaRequest, `{"s3Key":"k","s3Bucket":"b",` + id + `,"mediaUrl":"media/1"}`},
-		{"request with numeric key", SchemaRequest, `{"s3Key":1,"s3Bucket":"b",` + id + `,"mediaUrl":"https://a/1"}`},
+		{"request with relative url", SchemaRequest, `{"s3Key":"k","s3Bucket":"bkt",` + id + `,"mediaUrl":"media/1"}`},
+		{"request with numeric key", SchemaRequest, `{"s3Key":1,"s3Bucket":"bkt",` + id + `,"mediaUrl":"https://a/1"}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestRefusalsEchoAURI(t *testing.T) {
 			}
 		})
 	}
-	_, err := ParseRequest([]byte(`{"s3Key":"a.jpg","s3Bucket":"m","mediaId":"1234","mediaUrl":"https://a/1"}`))
+	_, err := ParseRequest([]byte(`{"s3Key":"a.jpg","s3Bucket":"media","mediaId":"1234","mediaUrl":"https://a/1"}`))
 	if pe, ok := err.(*ParseError); !ok || pe.Correlatable || !strings.Contains(pe.Error(), "must be a UUID") {
 		t.Errorf("non-UUID mediaId: got %v, want an uncorrelatable refusal", err)
 	}

@@ -207,9 +207,9 @@ var ErrStalled = errors.New("stalled")
 // out to be of the other kind is not transformed here: its outcome routes it to its own lane. Scratch
 // files are removed before it returns.
 func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane MediaKind) Outcome {
-	if !contracts.AbsoluteURI(req.MediaURL) {
-		// Every answer's originalUrl is a URI: without one from the request, the object's own URL,
-		// in the form its variants' URLs take.
+	if contracts.ValidateMediaURL(req.MediaURL) != nil {
+		// Every answer's originalUrl is a URI, and one the contract allows: without one from the
+		// request, the object's own URL, in the form its variants' URLs take.
 		req.MediaURL = p.url(req.S3Bucket, req.S3Key)
 	}
 	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
