@@ -35,13 +35,15 @@ func (a *App) consoleParts() *consoleState {
 }
 
 // consoleHandler is the console at "/". It starts following the responses stream; Close stops that.
-func (a *App) consoleHandler() http.Handler {
+// wrong is the budget of wrong tokens it shares with the scan API.
+func (a *App) consoleHandler(wrong *throttle) http.Handler {
 	st := a.consoleParts()
 	h, err := console.New(&consoleSource{a: a, st: st}, console.Config{
 		Token: a.cfg.ScanAPI.Token,
 		// The scan API's rule: a token when one is set; without one, only on loopback.
 		Open:      a.cfg.ScanAPI.Token == "" && isLoopback(a.cfg.HTTPAddr),
 		TokenFlag: operatorTokenFlag,
+		Limiter:   wrong,
 	})
 	if err != nil {
 		a.log.Error().Err(err).Msg("console unavailable")

@@ -30,13 +30,17 @@ func (a *App) listenHTTP() error {
 	mux.HandleFunc("GET /health/ready", a.handleReady)
 	mux.HandleFunc("GET /health", a.handleHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	// One budget of wrong operator tokens per client address, for the scan API and the console together.
+	wrong := newThrottle()
 	if a.cfg.ScanAPI.Enabled {
-		mux.HandleFunc("POST /v1/scan", func(w http.ResponseWriter, r *http.Request) { a.scan.ServeHTTP(w, r) })
+		// a.scan is made after the listener (it needs the scanner): look it up per request.
+		mux.Handle("POST /v1/scan", scanGuard(a.cfg.ScanAPI.Token, wrong,
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.scan.ServeHTTP(w, r) })))
 	}
 	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}
-	mux.Handle("/", a.consoleHandler())
+	mux.Handle("/", a.consoleHandler(wrong))
 	// No ReadTimeout or WriteTimeout: they bound a whole request or response, which would cut a large
 	// /v1/scan upload or MP4 download on a slow link. Those handlers set per-read and per-write
 	// deadlines instead (a stall fails, a slow but moving transfer does not).

@@ -70,15 +70,40 @@ func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, minFree in
 		receiving: slots.NewPool("scan-api-receiving", receivingPerSlot*cfg.Concurrency)}
 }
 
-func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.Token != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.cfg.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mediaworker"`)
-			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "missing or wrong bearer token"})
+// scanGuard decides who may use the scan API, before a byte of the body is read: with a token, the
+// bearer token, and wrong ones spend the client's budget (wrong, shared with the console; see
+// throttle.go).
+func scanGuard(token string, wrong *throttle, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token == "" {
+			next.ServeHTTP(w, r)
 			return
 		}
-	}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mediaworker"`)
+			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "missing bearer token (" + operatorTokenFlag + ")"})
+			return
+		}
+		// An address over its budget waits even with the right token: otherwise 429 would only mean
+		// "wrong", and guessing would go on at full speed.
+		if wait := wrong.Wait(r); wait > 0 {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			writeJSON(w, http.StatusTooManyRequests, scanVerdict{Error: fmt.Sprintf("too many wrong tokens from this address: "+
+				"the next one is checked in %s s", retryAfter(wait))})
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			wrong.Failed(r)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mediaworker"`)
+			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength < 0 {
 		writeJSON(w, http.StatusLengthRequired, scanVerdict{Error: "send Content-Length: clamd is told the exact size up front"})
 		return

@@ -23,11 +23,11 @@ type auth struct {
 	// secret signs the CSRF token: random per process, so a page on another site cannot know it (it
 	// cannot read ours), and a restart invalidates forms rendered before it.
 	secret []byte
-	wrong  *throttle
+	wrong  Limiter
 }
 
 func newAuth(cfg Config) (*auth, error) {
-	a := &auth{token: cfg.Token, open: cfg.Open, flag: cfg.TokenFlag, secret: make([]byte, 32), wrong: newThrottle()}
+	a := &auth{token: cfg.Token, open: cfg.Open, flag: cfg.TokenFlag, secret: make([]byte, 32), wrong: cfg.Limiter}
 	if _, err := rand.Read(a.secret); err != nil {
 		return nil, err
 	}
@@ -53,8 +53,9 @@ func (a *auth) bearer(r *http.Request) bool {
 	return ok && a.token != "" && equal(got, a.token)
 }
 
-// loggedIn reports whether r carries the login cookie. It is checked even while wrong tokens are
-// throttled: it is a 256-bit value, not something to guess, so an attack does not lock the operator out.
+// loggedIn reports whether r carries the login cookie. It is checked even while r's address is
+// throttled for wrong tokens: it is a 256-bit value, not something to guess, so an attack from the
+// operator's own address (one NAT, one proxy) does not lock out a browser that is logged in.
 func (a *auth) loggedIn(r *http.Request) bool {
 	if a.token == "" {
 		return false

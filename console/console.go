@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -134,14 +135,28 @@ type Config struct {
 	Open bool
 	// TokenFlag names the setting that holds Token, for the messages that tell an operator what to set.
 	TokenFlag string
+	// Limiter budgets wrong tokens per client; required with a Token.
+	Limiter Limiter
 	// Refresh is how often the page reloads its data; 0 means 3 s.
 	Refresh time.Duration
+}
+
+// Limiter budgets wrong operator tokens per client. The app shares one between the console and the
+// scan API, so guessing on either spends the same budget; the console only asks and reports.
+type Limiter interface {
+	// Wait is how long r's client must wait before its next token is checked: 0 when it may try now.
+	Wait(r *http.Request) time.Duration
+	// Failed records a wrong token from r's client.
+	Failed(r *http.Request)
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	if c.Open && c.Token != "" {
 		return fmt.Errorf("console: open (no token) and a token at once: leave %s empty for an open console on loopback", c.TokenFlag)
+	}
+	if c.Token != "" && c.Limiter == nil {
+		return errors.New("console: a token needs a limiter for wrong guesses")
 	}
 	if c.Refresh < 0 {
 		return fmt.Errorf("console: refresh must not be negative, got %s", c.Refresh)

@@ -69,6 +69,9 @@ func newServer(t *testing.T, cfg Config) (*httptest.Server, *fakeSource) {
 		},
 		Throughput: ring,
 	}
+	if cfg.Token != "" && cfg.Limiter == nil {
+		cfg.Limiter = &fakeLimiter{}
+	}
 	h, err := New(src, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -269,20 +272,65 @@ func TestRingKeepsTheLastHour(t *testing.T) {
 	}
 }
 
+// fakeLimiter budgets wrong tokens per client, the client named by the X-Client header (every test
+// client is 127.0.0.1): the app's real limiter is tested in app.
+type fakeLimiter struct {
+	mu    sync.Mutex
+	fails map[string]int
+}
+
+const fakeBudget = 3
+
+func (l *fakeLimiter) Wait(r *http.Request) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fails[r.Header.Get("X-Client")] >= fakeBudget {
+		return 42 * time.Second
+	}
+	return 0
+}
+
+func (l *fakeLimiter) Failed(r *http.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fails == nil {
+		l.fails = map[string]int{}
+	}
+	l.fails[r.Header.Get("X-Client")]++
+}
+
+// TestWrongTokensAreThrottled: the console reports every wrong token (bearer or login form) to the
+// limiter, answers 429 with its Retry-After to a client over budget, whatever token it sends, and still
+// serves another client's right token and a logged-in browser on the throttled client.
 func TestWrongTokensAreThrottled(t *testing.T) {
 	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token"})
 	c := noRedirect()
-	login := func(token string) *http.Response {
-		resp, err := c.PostForm(srv.URL+"/console/login", url.Values{"token": {token}})
+	login := func(client, token string) *http.Response {
+		req, _ := http.NewRequest("POST", srv.URL+"/console/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Client", client)
+		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp
 	}
-	// An operator logged in before the attack.
+	bearer := func(client, token string, cookie *http.Cookie) (int, http.Header) {
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		req.Header.Set("X-Client", client)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		code, _, hdr := fetch(t, c, req)
+		return code, hdr
+	}
+	// An operator on the attacker's address logged in before the attack.
 	var session *http.Cookie
-	for _, ck := range login("op-token").Cookies() {
+	for _, ck := range login("attacker", "op-token").Cookies() {
 		if ck.Name == sessionCookie {
 			session = ck
 		}
@@ -290,40 +338,34 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 	if session == nil {
 		t.Fatal("no session cookie")
 	}
-	for i := range maxWrongTokens {
-		if code := login(fmt.Sprintf("guess-%d", i)).StatusCode; code != http.StatusUnauthorized {
-			t.Fatalf("wrong token %d: %d, want 401", i, code)
+	if code := login("attacker", "guess-1").StatusCode; code != http.StatusUnauthorized {
+		t.Fatalf("wrong token by form: %d, want 401", code)
+	}
+	for i := 2; i <= fakeBudget; i++ {
+		if code, _ := bearer("attacker", fmt.Sprintf("guess-%d", i), nil); code != http.StatusSeeOther {
+			t.Fatalf("wrong bearer token %d: %d, want the login form", i, code)
 		}
 	}
-	// Now even the right token waits: a guess that happened to be right would learn nothing.
-	if code := login("op-token").StatusCode; code != http.StatusTooManyRequests {
-		t.Fatalf("after %d wrong tokens: %d, want 429", maxWrongTokens, code)
+	// Over budget: even the right token waits (a guess that happened to be right would learn nothing).
+	if resp := login("attacker", "op-token"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "42" {
+		t.Fatalf("login over budget: %d, Retry-After %q; want 429, 42", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-	req.Header.Set("Authorization", "Bearer op-token")
-	if code, _, _ := fetch(t, c, req); code != http.StatusTooManyRequests {
-		t.Fatalf("bearer after the limit: %d, want 429", code)
+	if code, hdr := bearer("attacker", "op-token", nil); code != http.StatusTooManyRequests || hdr.Get("Retry-After") != "42" {
+		t.Fatalf("bearer over budget: %d, want 429", code)
 	}
-	// The session from before still works: guessing does not lock the operator out.
-	req, _ = http.NewRequest("GET", srv.URL+"/", nil)
-	req.AddCookie(session)
-	if code, _, _ := fetch(t, c, req); code != http.StatusOK {
+	// The session from before still works: guessing does not lock out a logged-in browser.
+	if code, _ := bearer("attacker", "", session); code != http.StatusOK {
 		t.Fatalf("logged-in operator during the attack: %d, want 200", code)
 	}
-
-	// A minute later the window has moved on.
-	th := newThrottle()
-	now := time.Now()
-	th.now = func() time.Time { return now }
-	for range maxWrongTokens {
-		th.fail()
+	// Another client is not refused for the attacker's guesses.
+	if code, _ := bearer("owner", "op-token", nil); code != http.StatusOK {
+		t.Fatalf("the owner's right token during the attack: %d, want 200", code)
 	}
-	if !th.blocked() {
-		t.Fatal("not blocked at the limit")
+	if code := login("owner", "op-token").StatusCode; code != http.StatusSeeOther {
+		t.Fatalf("the owner's login during the attack: %d, want 303", code)
 	}
-	now = now.Add(wrongTokenWindow + time.Second)
-	if th.blocked() {
-		t.Fatal("still blocked after the window")
+	if _, err := New(&fakeSource{}, Config{Token: "op-token"}); err == nil {
+		t.Fatal("a token console without a limiter was accepted")
 	}
 }
 

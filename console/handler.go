@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -87,16 +88,18 @@ func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 			next(w, r)
 			return
 		}
-		if h.auth.token != "" && h.auth.wrong.blocked() {
-			tooManyWrong(w)
-			return
-		}
-		if h.auth.bearer(r) {
-			next(w, r)
-			return
-		}
-		if r.Header.Get("Authorization") != "" {
-			h.auth.wrong.fail()
+		if h.auth.token != "" && r.Header.Get("Authorization") != "" {
+			// An address over its budget waits even with the right token: otherwise 429 would only
+			// mean "wrong", and guessing would go on at full speed.
+			if wait := h.auth.wrong.Wait(r); wait > 0 {
+				tooManyWrong(w, wait)
+				return
+			}
+			if h.auth.bearer(r) {
+				next(w, r)
+				return
+			}
+			h.auth.wrong.Failed(r)
 		}
 		if h.auth.token == "" {
 			msg := fmt.Sprintf("The console listens beyond loopback and no operator token is set: set %s (then log in with it), or listen on 127.0.0.1.", h.cfg.TokenFlag)
@@ -112,9 +115,12 @@ func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func tooManyWrong(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "60")
-	http.Error(w, "too many wrong operator tokens in the last minute: try again in a minute", http.StatusTooManyRequests)
+// tooManyWrong answers a token check from an address that has used up its budget of wrong tokens.
+func tooManyWrong(w http.ResponseWriter, wait time.Duration) {
+	secs := int(math.Ceil(wait.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	http.Error(w, fmt.Sprintf("too many wrong operator tokens from your address: the next one is checked in %d s "+
+		"(a browser already logged in keeps working)", secs), http.StatusTooManyRequests)
 }
 
 // action checks a POST's origin and CSRF token before it runs.
@@ -223,12 +229,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errCrossSite.Error(), http.StatusForbidden)
 		return
 	}
-	if h.auth.wrong.blocked() {
-		tooManyWrong(w)
+	if wait := h.auth.wrong.Wait(r); wait > 0 {
+		tooManyWrong(w, wait)
 		return
 	}
 	if !equal(r.PostFormValue("token"), h.auth.token) {
-		h.auth.wrong.fail()
+		h.auth.wrong.Failed(r)
 		h.render(w, http.StatusUnauthorized, "login.html", view{Error: "That is not the operator token (" + h.cfg.TokenFlag + ")."})
 		return
 	}
