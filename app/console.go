@@ -40,7 +40,8 @@ func (a *App) consoleHandler(wrong *throttle) http.Handler {
 	st := a.consoleParts()
 	h, err := console.New(&consoleSource{a: a, st: st}, console.Config{
 		Token: a.cfg.ScanAPI.Token,
-		// The scan API's rule: a token when one is set; without one, only on loopback.
+		// The scan API's rule: a token when one is set; without one, only on loopback (and then only
+		// for requests that name a loopback host: see console/hosts.go).
 		Open:      a.cfg.ScanAPI.Token == "" && isLoopback(a.cfg.HTTPAddr),
 		TokenFlag: operatorTokenFlag,
 		Limiter:   wrong,

@@ -37,6 +37,9 @@ func (a *App) listenHTTP() error {
 		mux.Handle("POST /v1/scan", scanGuard(a.cfg.ScanAPI.Token, wrong,
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.scan.ServeHTTP(w, r) })))
 	}
+	// /health, /metrics and /objects answer any Host: probes and scrapers name the worker however they
+	// reach it, none of them holds a credential or changes anything, and /objects serves only variants,
+	// which are public by design (any page may embed them).
 	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}

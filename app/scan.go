@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/mediaworker/mediaworker/console"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
@@ -70,12 +72,19 @@ func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, minFree in
 		receiving: slots.NewPool("scan-api-receiving", receivingPerSlot*cfg.Concurrency)}
 }
 
-// scanGuard decides who may use the scan API, before a byte of the body is read: with a token, the
+// scanGuard decides who may use the scan API, before a byte of the body is read. With a token, the
 // bearer token, and wrong ones spend the client's budget (wrong, shared with the console; see
-// throttle.go).
+// throttle.go). Without one (allowed on loopback only) no browser on another origin: the API is for
+// programs, which send no Origin, and a web page the operator visits could otherwise post uploads to
+// it, or, pointing its own name at 127.0.0.1, read the verdicts too.
 func scanGuard(token string, wrong *throttle, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
+			if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+				writeJSON(w, http.StatusForbidden, scanVerdict{Error: fmt.Sprintf("refused: a page on %q may not use the scan API "+
+					"(it is for programs; a browser's request carries its page's origin)", origin)})
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -101,6 +110,12 @@ func scanGuard(token string, wrong *throttle, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackOrigin reports whether an Origin header names a page served from this machine's loopback.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && console.LoopbackHost(u.Host)
 }
 
 func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -131,7 +131,8 @@ type Config struct {
 	// Bearer <token>", or once through the login form, which sets an HttpOnly, SameSite=Strict cookie.
 	Token string
 	// Open allows use without a token. Set it only when the listener is on loopback and Token is empty;
-	// with neither, the console refuses everyone and says which setting to change.
+	// with neither, the console refuses everyone and says which setting to change. An open console
+	// answers only requests that name a loopback host (see LoopbackHost).
 	Open bool
 	// TokenFlag names the setting that holds Token, for the messages that tell an operator what to set.
 	TokenFlag string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -366,6 +367,55 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 	}
 	if _, err := New(&fakeSource{}, Config{Token: "op-token"}); err == nil {
 		t.Fatal("a token console without a limiter was accepted")
+	}
+}
+
+// TestOpenConsoleAnswersOnlyLoopbackNames: without a token the console answers only requests that name
+// a loopback host (a DNS-rebinding page sends its own name), on every path, and only pages of its own
+// origin; the names a rebinding page could spell are not loopback names.
+func TestOpenConsoleAnswersOnlyLoopbackNames(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	send := func(method, path, host, origin string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader("csrf=x"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		code, body, _ := fetch(t, noRedirect(), req)
+		return code, body
+	}
+	for _, path := range []string{"/", "/console/live", "/console/dlq/7", "/console/assets/console.css", "/console/login", "/nothing-here"} {
+		if code, body := send("GET", path, "evil.example:"+port, ""); code != http.StatusMisdirectedRequest || !strings.Contains(body, `"evil.example:`+port+`"`) {
+			t.Errorf("GET %s for evil.example: %d %q, want 421 naming the host", path, code, body)
+		}
+	}
+	if code, _ := send("POST", "/console/dlq/purge", "evil.example:"+port, "http://evil.example:"+port); code != http.StatusMisdirectedRequest {
+		t.Errorf("purge for evil.example: %d, want 421", code)
+	}
+	for _, origin := range []string{"http://evil.example:" + port, "http://localhost:1", "null", "http://127.0.0.1:" + port + ".evil.example"} {
+		if code, _ := send("GET", "/console/live", "127.0.0.1:"+port, origin); code != http.StatusForbidden {
+			t.Errorf("GET /console/live from Origin %s: %d, want 403", origin, code)
+		}
+	}
+	if src.purged != 0 {
+		t.Fatal("a refused purge ran")
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST.:" + port, "[::1]:" + port, "127.8.9.10:" + port, "localhost", "[::ffff:127.0.0.1]:" + port} {
+		if code, _ := send("GET", "/console/live", host, ""); code != http.StatusOK {
+			t.Errorf("GET /console/live for %s: %d, want 200", host, code)
+		}
+	}
+	if code, _ := send("GET", "/console/live", "localhost:"+port, "http://localhost:"+port); code != http.StatusOK {
+		t.Errorf("GET /console/live from its own origin: %d, want 200", code)
+	}
+	for host, want := range map[string]bool{"localhost": true, "127.0.0.1": true, "[::1]:80": true, "::1": true,
+		"localhost.evil.example": false, "127.0.0.1.nip.io": false, "0.0.0.0": false, "2130706433": false, "": false, "[::]": false,
+		"10.0.0.1:8080": false, "evil.localhost.example": false} {
+		if got := LoopbackHost(host); got != want {
+			t.Errorf("LoopbackHost(%q) = %v, want %v", host, got, want)
+		}
 	}
 }
 

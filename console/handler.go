@@ -78,6 +78,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cache-Control", "no-store")
+	if h.auth.open {
+		if no := checkNames(r); no != nil {
+			http.Error(w, no.msg, no.code)
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
