@@ -134,9 +134,8 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	if err != nil {
 		return fmt.Errorf("fetching message %d: %w", adv.StreamSeq, err)
 	}
-	d := &delivery{lane: w.cfg.laneOf(orig.Subject), data: orig.Data, header: orig.Header, seq: adv.StreamSeq,
-		deliveries: adv.Deliveries, lastChance: last}
-	d.reqSeq, d.published = requestOrigin(orig.Header, adv.StreamSeq, orig.Time)
+	d := storedDelivery(w.cfg.laneOf(orig.Subject), orig.Data, orig.Header, adv.StreamSeq, orig.Time, adv.Deliveries, nil)
+	d.lastChance = last
 	req, perr := contracts.ParseRequest(orig.Data)
 	if perr == nil || contracts.Correlatable(perr) {
 		d.req = req

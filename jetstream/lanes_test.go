@@ -174,7 +174,7 @@ func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
 	r.awaitResponses(id, 1)
 	r.awaitEmptyWorkQueue()
 
-	// The copy triage published, as it is stored: same request sequence, same route id.
+	// The copy triage published, as it is stored: same request sequence and headers.
 	reqSeq := r.lastSeq(r.cfg.RequestsStream()) - 1 // request 1, its route 2
 	r.publishLateRoute(id, reqSeq)
 	r.awaitEmptyWorkQueue()

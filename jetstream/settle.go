@@ -2,10 +2,13 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
@@ -43,14 +46,40 @@ type delivery struct {
 }
 
 func newDelivery(lane pipeline.MediaKind, msg jetstream.Msg, meta *jetstream.MsgMetadata) *delivery {
-	d := &delivery{lane: lane, data: msg.Data(), header: msg.Headers(), seq: meta.Sequence.Stream,
-		published: meta.Timestamp, deliveries: meta.NumDelivered, msg: msg}
-	d.reqSeq, d.published = requestOrigin(d.header, d.seq, d.published)
+	return storedDelivery(lane, msg.Data(), msg.Headers(), meta.Sequence.Stream, meta.Timestamp, meta.NumDelivered, msg)
+}
+
+// storedDelivery is the one constructor of a delivery from a message of the requests stream: the pull
+// loops' (msg set) and the advisory path's (msg nil). It decides what the message's headers may say.
+func storedDelivery(lane pipeline.MediaKind, data []byte, h nats.Header, seq uint64, stored time.Time, deliveries uint64, msg jetstream.Msg) *delivery {
+	if lane == "" {
+		h = withoutOwnHeaders(h)
+	}
+	d := &delivery{lane: lane, data: data, header: h, seq: seq, published: stored, deliveries: deliveries, msg: msg}
+	d.reqSeq, d.published = requestOrigin(h, seq, stored)
 	return d
 }
 
-// requestOrigin reads the request's sequence and time from a work message's headers (a request is its
-// own origin).
+// withoutOwnHeaders drops the worker's own Mw- headers from a request. A request is the API's (or
+// anyone's who may publish on the request subject): a Mw-Request-Seq it carries would make it pass for
+// another request in the settled-requests memory, the response ids and the lane copies, so that one
+// of the two is never answered. Only triage's lane copies, which the worker writes, carry ours.
+func withoutOwnHeaders(h nats.Header) nats.Header {
+	var out nats.Header
+	for k, vs := range h {
+		if strings.HasPrefix(textproto.CanonicalMIMEHeaderKey(k), "Mw-") {
+			continue
+		}
+		if out == nil {
+			out = nats.Header{}
+		}
+		out[k] = vs
+	}
+	return out
+}
+
+// requestOrigin reads the request's sequence and time from a lane work message's headers (a request,
+// stripped of them by storedDelivery, is its own origin).
 func requestOrigin(h nats.Header, seq uint64, published time.Time) (uint64, time.Time) {
 	if s, err := strconv.ParseUint(h.Get(HeaderRequestSeq), 10, 64); err == nil && s > 0 {
 		seq = s
@@ -92,6 +121,10 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 	}
 
 	evs := w.events(d, out)
+	if w.fitOutcome(d, &out, evs) {
+		log.Warn().Str("error", out.Response.Error).Msg("the outcome's answer is too large to publish; answering with a short failure instead")
+		evs = w.events(d, out)
+	}
 	state := settledState(d, out)
 	if state == settledFinal && len(evs) > 0 {
 		w.recordOutbox(ctx, d, newOutbox(evs, termReason(out)), log)
@@ -231,13 +264,27 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 		copyHeaders(m.Header, d.header)
 		m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.reqSeq, 10))
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
-		evs = append(evs, event{msg: m, id: fmt.Sprintf("route/%s/%d/%s", w.cfg.RequestsStream(), d.reqSeq, out.MediaKind)})
+		evs = append(evs, event{msg: m, id: w.routeID(d, out.MediaKind)})
 	case pipeline.GaveUp:
 		respond("gave-up")
 		m, id := w.deadLetterMsg(d, out.Reason, out.Err)
 		evs = append(evs, event{msg: m, id: id, deadLetter: true})
 	}
 	return evs
+}
+
+// routeID is the Nats-Msg-Id of request d's copy in lane: one per request and lane, so a second route
+// of the same request (a redelivery within the duplicate window) is dropped. The copy shares the
+// requests stream's duplicate window with the requests themselves, whose ids the API chooses: an id
+// made of the stream and sequence alone could be published ahead of time as a request's Nats-Msg-Id,
+// and that request's lane copy would then be dropped as a "duplicate" and never answered. So the id
+// ends in a digest of the time the server stored the request, to the nanosecond, which no publisher
+// knows before the request exists, nor after it without reading the requests stream (the API role
+// may not: deploy/nats/accounts.conf). Every instance derives the same id from the same request.
+func (w *Worker) routeID(d *delivery, lane pipeline.MediaKind) string {
+	key := fmt.Sprintf("%s/%d/%s/%d", w.cfg.RequestsStream(), d.reqSeq, lane, d.published.UnixNano())
+	sum := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("route/%s/%d/%s/%x", w.cfg.RequestsStream(), d.reqSeq, lane, sum[:8])
 }
 
 // responseID is unique per request (its stream sequence) and outcome: redeliveries share it, and so do
