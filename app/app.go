@@ -74,6 +74,8 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		if err := natsjs.Provision(ctx, a.js, cfg.Streams); err != nil {
 			return nil, fmt.Errorf("provisioning streams: %w", err)
 		}
+	} else if err := natsjs.CheckOwnership(ctx, a.js, cfg.Streams); err != nil {
+		return nil, fmt.Errorf("checking the streams: %w", err)
 	}
 	if cfg.HTTPAddr != "" {
 		if err := a.listenHTTP(); err != nil {

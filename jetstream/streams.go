@@ -172,6 +172,9 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 // Provision creates or updates the streams and the consumers (triage, one per lane, advisories). It is
 // idempotent, and upgrades the single-consumer layout of earlier versions in place.
 func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
+	if err := CheckOwnership(ctx, js, c); err != nil {
+		return err
+	}
 	for _, sc := range c.StreamConfigs() {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("creating stream %s: %w", sc.Name, err)
@@ -195,4 +198,42 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 		return fmt.Errorf("creating key-value bucket %s: %w", c.VerdictBucket(), err)
 	}
 	return nil
+}
+
+// ErrOtherApp says a stream this app prefix maps to was made for another prefix.
+var ErrOtherApp = errors.New("the stream belongs to another app prefix")
+
+// CheckOwnership refuses streams of this app's names that were made for another app prefix. Stream
+// names are the prefix upper-cased with '-' as '_' (streamPrefix), so "site-a", "site_a" and "SITE-A"
+// share stream names while their subjects differ: provisioning the second would rewrite the first's
+// subjects and consumer filters, and its answers would go to the wrong site or nowhere. The names stay
+// as they are (renaming would strand every deployment's queued work); the second prefix is refused,
+// naming both, before anything is changed. A stream that does not exist yet is fine.
+func CheckOwnership(ctx context.Context, js jetstream.JetStream, c Config) error {
+	subj := c.Subjects()
+	for _, sc := range c.StreamConfigs()[:3] { // requests, responses, dlq: the advisory capture's subjects name the stream, not the app
+		s, err := js.Stream(ctx, sc.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("looking up stream %s: %w", sc.Name, err)
+		}
+		for _, have := range s.CachedInfo().Config.Subjects {
+			if owner := subjectApp(have); owner != c.App {
+				return fmt.Errorf("%w: stream %s carries subject %q of app prefix %q, and app prefix %q (subjects %s…) maps to the same stream name; "+
+					"choose an app prefix that differs from %q in more than case and '-' versus '_' (--app), or remove the other site's streams",
+					ErrOtherApp, sc.Name, have, owner, c.App, strings.TrimSuffix(subj.Request, "request"), owner)
+			}
+		}
+	}
+	return nil
+}
+
+// subjectApp is the app prefix of one of our subjects: everything before ".media.optimize.".
+func subjectApp(subject string) string {
+	if app, _, ok := strings.Cut(subject, ".media.optimize."); ok {
+		return app
+	}
+	return subject
 }
