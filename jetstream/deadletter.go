@@ -72,5 +72,6 @@ func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.M
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
 	}
 	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
+	w.fitDeadLetter(m)
 	return m, fmt.Sprintf("dlq/%s/%d", w.cfg.RequestsStream(), d.reqSeq)
 }

@@ -141,3 +141,14 @@ func permanent(stage string, err error) *Error {
 func transient(stage string, err error) *Error {
 	return &Error{Class: Transient, Stage: stage, Err: err}
 }
+
+// Unpublishable replaces an outcome whose answer is larger than the NATS server accepts (size bytes,
+// limit the server's max payload): the work cannot be told as it is, and redoing it would only build
+// the same answer again, so the request ends as a permanent failure with a short answer that names
+// the request and nothing it carried.
+func Unpublishable(req contracts.Request, kind MediaKind, size, limit int) Outcome {
+	err := fmt.Errorf("the answer to this request would be %d bytes, over the NATS server's limit of %d; shorten the request's fields (mediaUrl, s3Key)", size, limit)
+	// originalUrl is required and a URI: the contract's stand-in for one that cannot be echoed.
+	r := failureResponse(contracts.Request{MediaID: req.MediaID, MediaURL: "urn:uuid:" + req.MediaID}, err.Error())
+	return Outcome{Kind: Failed, MediaKind: kind, Err: err, Response: r}
+}
