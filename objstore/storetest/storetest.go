@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	t.Run("UploadFile", func(t *testing.T) { testUploadFile(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
 	t.Run("ReadHead", func(t *testing.T) { testReadHead(t, open(t)) })
+	t.Run("GetRange", func(t *testing.T) { testGetRange(t, open(t)) })
 	t.Run("GetCancel", func(t *testing.T) { testGetCancel(t, open(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelledContext(t, open(t)) })
 	t.Run("VariantMarker", func(t *testing.T) { testVariantMarker(t, open(t)) })
