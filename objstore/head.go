@@ -48,7 +48,9 @@ func readHead(ctx context.Context, s Store, info Info, n int) ([]byte, error) {
 // trip instead of two.
 type StattedGetter interface {
 	// GetStatted is Get of the object info describes. If that version is gone (overwritten or
-	// deleted since the Stat) before a byte was written, it behaves as Get of info.Bucket/info.Key.
+	// deleted since the Stat) before a byte was written, it either behaves as Get of
+	// info.Bucket/info.Key (natsobj) or fails with an error matching ErrChanged (s3, which reads
+	// only the version it was given, so what is scanned is what CopyStatted and DeleteStatted act on).
 	GetStatted(ctx context.Context, info Info, w io.Writer) (int64, error)
 }
 

@@ -3,9 +3,11 @@
 // minio-go) and objstore/natsobj (the JetStream object store of the NATS in use). It knows nothing of NATS
 // messages, acks or the other leaves.
 //
-// Errors: ErrNotFound (object or bucket missing) and ErrInvalidName (a bucket or key the store can never
-// hold) are permanent; every other error from a Store is transient (the store is unreachable, a stream
-// broke off, a context ended). IsPermanent says which is which.
+// Errors: ErrNotFound (object or bucket missing), ErrInvalidName (a bucket or key the store can never
+// hold) and ErrRefused (the store turned the request down for good: S3's 4xx answers but those of
+// credentials, clocks and throttling) are permanent; every other error from a Store is transient (the
+// store is unreachable, a stream broke off, a context ended, the object changed meanwhile: ErrChanged).
+// IsPermanent says which is which.
 package objstore
 
 import (
@@ -29,9 +31,11 @@ type Info struct {
 	ModTime     time.Time
 	// Variant says the object carries the VariantHeader marker: this worker wrote it as an output.
 	Variant bool
-	// Sys is the backend's own record of the version Stat found (natsobj: its *jetstream.ObjectInfo),
-	// like fs.FileInfo.Sys; nil when it has none. GetStatted passes it back, so a store that can read
-	// that version directly does not look the object up a second time.
+	// Sys is the backend's own record of the version Stat found (natsobj: its *jetstream.ObjectInfo;
+	// s3: its version ID and ETag), like fs.FileInfo.Sys; nil when it has none. GetStatted passes it
+	// back, so a store that can read that version directly does not look the object up a second time,
+	// and CopyStatted and DeleteStatted, so an infected upload is removed as the version that was
+	// scanned and no other.
 	Sys any
 }
 
@@ -45,14 +49,27 @@ var (
 	// a name also match ErrNotFound: the object certainly is not there.
 	ErrInvalidName = errors.New("invalid bucket or key name")
 
+	// ErrRefused means the store answered that it will never do this request as asked (S3: a 4xx
+	// status such as 400 for a name it will not take, 405, 411, 413, 414, or 403 for an archived
+	// object), so it is permanent. Answers that depend on the worker's credentials, clock or pace
+	// (401, 403 AccessDenied, 408, 409, 429, expired tokens, skewed clocks) are not: an operator can
+	// fix those, and the request should wait for it rather than fail.
+	ErrRefused = errors.New("refused by the object store")
+
+	// ErrChanged means the object at the key is no longer the version a Stat described (it was
+	// overwritten or deleted since), so an operation bound to that version (GetStatted, CopyStatted,
+	// DeleteStatted) did nothing. Transient: the next attempt looks the object up again.
+	ErrChanged = errors.New("object changed since it was looked up")
+
 	// ErrClosed is returned by a Store used after Close.
 	ErrClosed = errors.New("object store closed")
 )
 
 // IsPermanent reports whether err says the request itself is wrong (missing object or bucket, invalid
-// name) rather than the store being unavailable; only permanent errors should stop retries.
+// name, a request the store refuses) rather than the store being unavailable; only permanent errors
+// should stop retries.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidName)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrRefused)
 }
 
 // Store is an object store. Every method that talks to the store takes a context and honours its

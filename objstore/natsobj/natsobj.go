@@ -190,43 +190,13 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 
 // Copy streams the object through this client (the object store has no server-side copy), keeping
 // its content type, and creates the destination bucket if needed. The copy is checked against the
-// source's digest as it is read.
+// source's digest as it is read; it is of the version Stat finds (CopyStatted).
 func (s *Store) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string) error {
 	info, err := s.Stat(ctx, srcBucket, srcKey)
 	if err != nil {
 		return fmt.Errorf("copying: %w", err)
 	}
-	if srcBucket == dstBucket && srcKey == dstKey {
-		return nil
-	}
-	if err := checkKey(dstKey, false); err != nil {
-		return fmt.Errorf("copying to %s/%s: %w", dstBucket, dstKey, err)
-	}
-	if err := s.EnsureBucket(ctx, dstBucket); err != nil {
-		return fmt.Errorf("copying: %w", err)
-	}
-
-	pr, pw := io.Pipe()
-	getErr := make(chan error, 1)
-	go func() {
-		_, err := s.Get(ctx, srcBucket, srcKey, pw)
-		pw.CloseWithError(err) // nil: EOF for the reader
-		getErr <- err
-	}()
-	// A copy is never marked as a variant: quarantine copies an upload, whatever ctx says.
-	putErr := s.put(ctx, dstBucket, dstKey, pr, info.Size, info.ContentType, false)
-	if putErr != nil {
-		putErr = fmt.Errorf("putting %s/%s: %w", dstBucket, dstKey, putErr)
-	}
-	// Unblock the reader side if Put stopped early, then wait so no goroutine outlives Copy.
-	pr.CloseWithError(errors.New("copy aborted"))
-	if err := <-getErr; err != nil {
-		return fmt.Errorf("copying: %w", err)
-	}
-	if putErr != nil {
-		return fmt.Errorf("copying: %w", putErr)
-	}
-	return nil
+	return s.CopyStatted(ctx, info, dstBucket, dstKey)
 }
 
 // EnsureBucket creates the object-store bucket with the configured replicas and storage unless it

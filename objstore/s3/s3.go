@@ -145,27 +145,34 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 	defer cancel()
 	oi, err := s.client.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
-		return objstore.Info{}, fmt.Errorf("getting info of %s/%s: %w", bucket, key, mapErr(err))
+		return objstore.Info{}, fmt.Errorf("getting info of %s/%s: %w", bucket, key, s.headErr(ctx, bucket, key, minio.GetObjectOptions{}, err))
 	}
 	return objstore.Info{Bucket: bucket, Key: key, Size: oi.Size, ContentType: oi.ContentType, ModTime: oi.LastModified,
-		Variant: oi.Metadata.Get("X-Amz-Meta-"+objstore.VariantHeader) == "1"}, nil
+		Variant: oi.Metadata.Get("X-Amz-Meta-"+objstore.VariantHeader) == "1",
+		Sys:     version{bucket: bucket, key: key, id: oi.VersionID, etag: oi.ETag}}, nil // see version.go
 }
 
 // Get streams the object into w. The response body is copied as it arrives, and a body shorter than
 // the announced Content-Length is an error.
 func (s *Store) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+	return s.get(ctx, bucket, key, minio.GetObjectOptions{}, w)
+}
+
+// get is Get with options: GetStatted names the version to read.
+func (s *Store) get(ctx context.Context, bucket, key string, opts minio.GetObjectOptions, w io.Writer) (int64, error) {
 	if err := s.check(bucket, key, true); err != nil {
 		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, err)
 	}
-	obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	obj, err := s.client.GetObject(ctx, bucket, key, opts)
 	if err != nil {
 		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, mapErr(err))
 	}
 	defer obj.Close()
-	// Stat sends the GET and reads the headers, so a missing object fails here before w sees a byte.
+	// Stat looks the object up (a HEAD) before the GET, so a missing object fails here before w sees
+	// a byte.
 	oi, err := obj.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, mapErr(err))
+		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, s.headErr(ctx, bucket, key, opts, err))
 	}
 	n, err := io.Copy(w, obj)
 	if err != nil {
@@ -220,6 +227,12 @@ func (s *Store) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 	if err != nil {
 		return fmt.Errorf("copying: %w", err)
 	}
+	return s.copy(ctx, info, minio.CopySrcOptions{Bucket: srcBucket, Object: srcKey}, dstBucket, dstKey)
+}
+
+// copy is Copy of the object info describes, from src (CopyStatted names the version to copy).
+func (s *Store) copy(ctx context.Context, info objstore.Info, src minio.CopySrcOptions, dstBucket, dstKey string) error {
+	srcBucket, srcKey := info.Bucket, info.Key
 	if srcBucket == dstBucket && srcKey == dstKey {
 		return nil // S3 refuses a copy onto itself that changes nothing; the object is already there
 	}
@@ -230,7 +243,7 @@ func (s *Store) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		return fmt.Errorf("copying: %w", err)
 	}
 	dst := minio.CopyDestOptions{Bucket: dstBucket, Object: dstKey}
-	src := minio.CopySrcOptions{Bucket: srcBucket, Object: srcKey}
+	var err error
 	if info.Size <= 5<<30 {
 		_, err = s.client.CopyObject(ctx, dst, src)
 	} else {
@@ -343,26 +356,6 @@ func notFoundIf(err error, read bool) error {
 // deadline wins).
 func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.Timeout)
-}
-
-// mapErr turns S3 "no such key/bucket" responses into objstore.ErrNotFound (keeping the original
-// for its message) and invalid names into objstore.ErrInvalidName.
-func mapErr(err error) error {
-	switch minioCode(err) {
-	case minio.NoSuchKey, minio.NoSuchBucket, "NotFound":
-		return fmt.Errorf("%w: %w", objstore.ErrNotFound, err)
-	case minio.InvalidBucketName, "XMinioInvalidObjectName", "KeyTooLongError":
-		return fmt.Errorf("%w: %w", objstore.ErrInvalidName, err)
-	}
-	return err
-}
-
-func minioCode(err error) string {
-	var er minio.ErrorResponse
-	if errors.As(err, &er) {
-		return er.Code
-	}
-	return ""
 }
 
 // ReadHead fetches the object's first n bytes with one ranged GET.

@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	t.Run("GetCancel", func(t *testing.T) { testGetCancel(t, open(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelledContext(t, open(t)) })
 	t.Run("VariantMarker", func(t *testing.T) { testVariantMarker(t, open(t)) })
+	t.Run("StattedVersion", func(t *testing.T) { testStattedVersion(t, open(t)) })
 	t.Run("Ping", func(t *testing.T) {
 		if err := open(t).Ping(ctx(t)); err != nil {
 			t.Fatalf("Ping: %v", err)
