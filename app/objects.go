@@ -23,7 +23,8 @@ const objectsCSP = "default-src 'none'; sandbox"
 // which also gives the content type: the stored one is never used), the object must carry the marker
 // the pipeline sets when it uploads (objstore.VariantHeader), and the quarantine bucket is never read.
 // So an original upload (whatever it contains), a quarantined file or another writer's object under a
-// variant-looking key all answer 404. Range requests and conditional GETs work (http.ServeContent).
+// variant-looking key all answer 404. Range requests and conditional GETs work (http.ServeContent), at
+// most maxRanges ranges at a time, each read from where it starts (app/ranges.go).
 func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 	bucket, key := r.PathValue("bucket"), r.PathValue("key")
 	ctype, ok := contracts.OutputContentType(key)
@@ -59,7 +60,11 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 	// Outputs are rewritten only by a retry of the same request, with the same content: size and write
 	// time identify a version.
 	h.Set("ETag", fmt.Sprintf(`"%x-%x"`, info.Size, info.ModTime.UnixNano()))
-	rs := newObjectReader(r.Context(), a.store, bucket, key, info.Size)
+	spans, honour := boundRanges(r.Header.Get("Range"), info.Size)
+	if !honour {
+		r = withoutRange(r) // see maxRanges
+	}
+	rs := newObjectReader(r.Context(), a.store, info, spans)
 	defer rs.Close()
 	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w)}, r, "", info.ModTime, rs)
 }
@@ -81,23 +86,27 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 
 // objectReader is an io.ReadSeeker over a stored object for http.ServeContent, without a temp file
 // and without holding the object in memory: Seek only moves the offset, and the first Read after a
-// Seek streams the object from the store through a pipe, discarding the bytes before the offset. A
-// range near the end of a large MP4 thus costs reading the object up to there from the store (in the
-// embedded default, an in-process read of local files), but memory stays at one chunk.
+// Seek streams from the store through a pipe, starting at the offset (objstore.GetRange: a ranged GET
+// on S3, the chunks holding it in the JetStream object store), so a range near the end of a large MP4
+// costs that range, not the object up to there. Memory stays at one chunk or one batch of them.
+//
+// ServeContent seeks to each range's start and reads its length; spans (from boundRanges) gives those
+// lengths by start, so each stream asks the store for exactly one range. Any other read streams to the
+// end of the object, and is stopped by the next Seek or Close.
 type objectReader struct {
-	ctx         context.Context
-	store       objstore.Store
-	bucket, key string
-	size        int64
+	ctx   context.Context
+	store objstore.Store
+	info  objstore.Info
+	spans map[int64]int64
 
 	pos    int64          // offset the next Read returns
 	pr     *io.PipeReader // current stream, positioned at pos; nil: none
-	cancel func()         // ends the current stream's Get, even while it waits for the store
-	done   chan struct{}  // closed when the current stream's Get has returned
+	cancel func()         // ends the current stream's read, even while it waits for the store
+	done   chan struct{}  // closed when the current stream's read has returned
 }
 
-func newObjectReader(ctx context.Context, s objstore.Store, bucket, key string, size int64) *objectReader {
-	return &objectReader{ctx: ctx, store: s, bucket: bucket, key: key, size: size}
+func newObjectReader(ctx context.Context, s objstore.Store, info objstore.Info, spans map[int64]int64) *objectReader {
+	return &objectReader{ctx: ctx, store: s, info: info, spans: spans}
 }
 
 func (o *objectReader) Seek(offset int64, whence int) (int64, error) {
@@ -108,7 +117,7 @@ func (o *objectReader) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekCurrent:
 		abs = o.pos + offset
 	case io.SeekEnd:
-		abs = o.size + offset
+		abs = o.info.Size + offset
 	default:
 		return o.pos, errors.New("seeking: invalid whence")
 	}
@@ -123,15 +132,21 @@ func (o *objectReader) Seek(offset int64, whence int) (int64, error) {
 }
 
 func (o *objectReader) Read(p []byte) (int, error) {
-	if o.pos >= o.size {
-		return 0, io.EOF
+	for {
+		if o.pos >= o.info.Size {
+			return 0, io.EOF
+		}
+		if o.pr == nil {
+			o.start()
+		}
+		n, err := o.pr.Read(p)
+		o.pos += int64(n)
+		if err == io.EOF && n == 0 && o.pos < o.info.Size {
+			o.stop() // a span's stream ended; a read past it streams on from there
+			continue
+		}
+		return n, err
 	}
-	if o.pr == nil {
-		o.start()
-	}
-	n, err := o.pr.Read(p)
-	o.pos += int64(n)
-	return n, err
 }
 
 func (o *objectReader) start() {
@@ -139,15 +154,18 @@ func (o *objectReader) start() {
 	ctx, cancel := context.WithCancel(o.ctx)
 	done := make(chan struct{})
 	o.pr, o.cancel, o.done = pr, cancel, done
-	skip := o.pos
+	off, n := o.pos, o.info.Size-o.pos
+	if l, ok := o.spans[off]; ok && l > 0 {
+		n = l
+	}
 	go func() {
 		defer close(done)
-		_, err := o.store.Get(ctx, o.bucket, o.key, &skipWriter{w: pw, skip: skip})
+		_, err := objstore.GetRange(ctx, o.store, o.info, off, n, pw)
 		pw.CloseWithError(err) // nil: EOF for the reader
 	}()
 }
 
-// stop ends the current stream and waits for its Get, so no goroutine outlives the request.
+// stop ends the current stream and waits for its read, so no goroutine outlives the request.
 func (o *objectReader) stop() {
 	if o.pr == nil {
 		return
@@ -162,24 +180,4 @@ func (o *objectReader) stop() {
 func (o *objectReader) Close() error {
 	o.stop()
 	return nil
-}
-
-// skipWriter drops the first skip bytes and passes the rest on.
-type skipWriter struct {
-	w    io.Writer
-	skip int64
-}
-
-func (s *skipWriter) Write(p []byte) (int, error) {
-	n := len(p)
-	if s.skip >= int64(n) {
-		s.skip -= int64(n)
-		return n, nil
-	}
-	rest := p[s.skip:]
-	s.skip = 0
-	if _, err := s.w.Write(rest); err != nil {
-		return 0, err
-	}
-	return n, nil
 }
