@@ -202,18 +202,22 @@ func infectedOutcome(req contracts.Request, ev contracts.VirusEvent) Outcome {
 	}
 }
 
-// removeInfected deletes the object, or moves it to the quarantine bucket under the same key.
+// removeInfected deletes the object, or moves it to the quarantine bucket under the same key: the
+// version the job looked up (j.info, from check's Stat) and scanned, no other. On a versioned S3 bucket
+// that version itself goes (a plain delete would hide it under a delete marker, readable by version);
+// an upload that replaced it meanwhile is neither quarantined nor deleted (objstore.ErrChanged,
+// transient: the next delivery looks again and scans the new one).
 func (p *Pipeline) removeInfected(ctx context.Context, j *job) (string, error) {
-	if p.cfg.QuarantineBucket != "" {
-		if err := p.store.Copy(ctx, j.req.S3Bucket, j.req.S3Key, p.cfg.QuarantineBucket, j.req.S3Key); err != nil {
-			return "", fmt.Errorf("copying to quarantine bucket %q: %w", p.cfg.QuarantineBucket, err)
+	if q := p.cfg.QuarantineBucket; q != "" {
+		if err := objstore.CopyStatted(ctx, p.store, j.info, q, j.req.S3Key); err != nil {
+			return "", fmt.Errorf("copying to quarantine bucket %q: %w", q, err)
 		}
-		if err := p.store.Delete(ctx, j.req.S3Bucket, j.req.S3Key); err != nil {
+		if err := objstore.DeleteStatted(ctx, p.store, j.info); err != nil {
 			return "", fmt.Errorf("deleting quarantined original: %w", err)
 		}
 		return contracts.ActionQuarantined, nil
 	}
-	if err := p.store.Delete(ctx, j.req.S3Bucket, j.req.S3Key); err != nil {
+	if err := objstore.DeleteStatted(ctx, p.store, j.info); err != nil {
 		return "", fmt.Errorf("deleting infected object: %w", err)
 	}
 	return contracts.ActionDeleted, nil

@@ -296,8 +296,15 @@ func (p *Pipeline) stopped(ctx context.Context, stage string, limit time.Duratio
 	return transient(stage, fmt.Errorf("job stopped: %w", cause))
 }
 
-// fail turns err into a Failed or Retry outcome with the failure response the API will see.
+// fail turns err into a Failed or Retry outcome with the failure response the API will see; a request
+// refused as it stands (notAnInput) is answered as every refused request is (Refused).
 func (p *Pipeline) fail(j *job, err error) Outcome {
+	var pe *contracts.ParseError
+	if errors.As(err, &pe) {
+		out := Refused(j.req, pe)
+		out.MediaKind, out.MIME = j.kind, j.mime
+		return out
+	}
 	var e *Error
 	if !errors.As(err, &e) {
 		e = transient("processing", err)
@@ -371,12 +378,19 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
-// stat looks the object up and refuses what is missing, empty or over the input cap. A missing object
-// whose verdict is remembered was infected and removed on an earlier delivery: j.out says so again.
+// stat looks the object up and refuses what is not an upload (see notAnInput), missing, empty or over
+// the input cap. A missing object whose verdict is remembered was infected and removed on an earlier
+// delivery: j.out says so again. Triage and the lanes both start here.
 func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
+	if err := p.notAnInput(j.req, objstore.Info{}); err != nil {
+		return objstore.Info{}, err // before the store is asked anything
+	}
 	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
 	switch {
 	case err == nil:
+	case errors.Is(err, objstore.ErrInvalidName):
+		// Before "not found", which a read of an impossible name also matches: the name is the cause.
+		return info, permanent("downloading", err)
 	case errors.Is(err, objstore.ErrNotFound):
 		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
 			return info, transient("recalling an earlier verdict", rerr)
@@ -391,6 +405,9 @@ func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
 		return info, transient("downloading", err)
 	}
 	info.Bucket, info.Key = j.req.S3Bucket, j.req.S3Key // what the download reads, whatever the store filled in
+	if err := p.notAnInput(j.req, info); err != nil {
+		return info, err
+	}
 	if info.Size > p.cfg.MaxInputBytes {
 		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
 	}
@@ -536,7 +553,11 @@ func (p *Pipeline) upload(ctx context.Context, j *job) error {
 		}
 		n, err := p.uploadFile(ctx, j.req.S3Bucket, o)
 		if err != nil {
-			return transient("uploading", fmt.Errorf("uploading %s: %w", o.key, err))
+			err = fmt.Errorf("uploading %s: %w", o.key, err)
+			if objstore.IsPermanent(err) { // the store refuses the output (its bucket gone, a name it will not take)
+				return permanent("uploading", err)
+			}
+			return transient("uploading", err)
 		}
 		if p.observer != nil {
 			p.observer.Transferred("out", n)

@@ -23,14 +23,16 @@ import (
 // JetStream object store, clamd, libvips, ffmpeg) run the same pipeline end to end in package app.
 
 type memStore struct {
-	mu      sync.Mutex
-	objs    map[string][]byte
-	failPut error
-	failGet error
-	failDel error
-	stall   bool // Get blocks until its context ends, like minio-go on a store that stopped answering
-	calls   []string
-	stats   int
+	mu       sync.Mutex
+	objs     map[string][]byte
+	variants map[string]bool // objects put under objstore.AsVariant
+	failStat error
+	failPut  error
+	failGet  error
+	failDel  error
+	stall    bool // Get blocks until its context ends, like minio-go on a store that stopped answering
+	calls    []string
+	stats    int
 }
 
 func (m *memStore) k(b, k string) string { return b + "/" + k }
@@ -39,11 +41,14 @@ func (m *memStore) Stat(ctx context.Context, bucket, key string) (objstore.Info,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stats++
+	if m.failStat != nil {
+		return objstore.Info{}, m.failStat
+	}
 	d, ok := m.objs[m.k(bucket, key)]
 	if !ok {
 		return objstore.Info{}, fmt.Errorf("stat %s: %w", key, objstore.ErrNotFound)
 	}
-	return objstore.Info{Bucket: bucket, Key: key, Size: int64(len(d))}, nil
+	return objstore.Info{Bucket: bucket, Key: key, Size: int64(len(d)), Variant: m.variants[m.k(bucket, key)]}, nil
 }
 
 func (m *memStore) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
@@ -75,6 +80,12 @@ func (m *memStore) Put(ctx context.Context, bucket, key string, r io.Reader, siz
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.objs[m.k(bucket, key)] = d
+	if objstore.PutsVariant(ctx) {
+		if m.variants == nil {
+			m.variants = map[string]bool{}
+		}
+		m.variants[m.k(bucket, key)] = true
+	}
 	m.calls = append(m.calls, "put "+key)
 	return nil
 }

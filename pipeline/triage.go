@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/objstore"
@@ -54,4 +55,21 @@ func (p *Pipeline) triage(j *job) Outcome {
 		return Routed(Image, mime)
 	}
 	return Routed(kind, mime)
+}
+
+// notAnInput refuses a request for something the worker keeps or wrote rather than an upload: an object
+// in the quarantine bucket (scanning it again would copy it onto itself, delete it and report it
+// "quarantined"), or, once info is known, an object the worker uploaded as a variant (an API that
+// requests every new object of a bucket would otherwise feed the worker its own outputs, three more for
+// each, for ever). The refusal is a request's (contracts.ParseError): answered, never retried.
+func (p *Pipeline) notAnInput(req contracts.Request, info objstore.Info) error {
+	if q := p.cfg.QuarantineBucket; q != "" && req.S3Bucket == q {
+		return &contracts.ParseError{Field: "s3Bucket", Correlatable: true,
+			Reason: fmt.Sprintf("is the worker's quarantine bucket %q: quarantined files are never processed again", q)}
+	}
+	if info.Variant {
+		return &contracts.ParseError{Field: "s3Key", Correlatable: true,
+			Reason: "names an output of this worker (a variant it uploaded), not an upload"}
+	}
+	return nil
 }
