@@ -378,45 +378,6 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
-// stat looks the object up and refuses what is not an upload (see notAnInput), missing, empty or over
-// the input cap. A missing object whose verdict is remembered was infected and removed on an earlier
-// delivery: j.out says so again. Triage and the lanes both start here.
-func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
-	if err := p.notAnInput(j.req, objstore.Info{}); err != nil {
-		return objstore.Info{}, err // before the store is asked anything
-	}
-	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
-	switch {
-	case err == nil:
-	case errors.Is(err, objstore.ErrInvalidName):
-		// Before "not found", which a read of an impossible name also matches: the name is the cause.
-		return info, permanent("downloading", err)
-	case errors.Is(err, objstore.ErrNotFound):
-		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
-			return info, transient("recalling an earlier verdict", rerr)
-		} else if ev != nil {
-			j.out = infectedOutcome(j.req, *ev)
-			return info, nil
-		}
-		return info, permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
-	case objstore.IsPermanent(err):
-		return info, permanent("downloading", err)
-	default:
-		return info, transient("downloading", err)
-	}
-	info.Bucket, info.Key = j.req.S3Bucket, j.req.S3Key // what the download reads, whatever the store filled in
-	if err := p.notAnInput(j.req, info); err != nil {
-		return info, err
-	}
-	if info.Size > p.cfg.MaxInputBytes {
-		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
-	}
-	if info.Size == 0 {
-		return info, permanent("downloading", errors.New("object is empty (0 bytes)"))
-	}
-	return info, nil
-}
-
 func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	var (
 		mime string
