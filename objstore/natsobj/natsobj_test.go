@@ -180,6 +180,12 @@ func TestInvalidBucketName(t *testing.T) {
 	if !errors.Is(err, objstore.ErrInvalidName) || !strings.Contains(err.Error(), "letters, digits") {
 		t.Errorf("EnsureBucket(my.bucket) = %v, want a clear ErrInvalidName", err)
 	}
+	// A name the contract takes (S3's rules allow dots) but the object store cannot hold: a request
+	// naming it fails for good at its first lookup instead of being retried.
+	_, err = s.Stat(t.Context(), "my.bucket", "u/p.jpg")
+	if !errors.Is(err, objstore.ErrInvalidName) || !objstore.IsPermanent(err) {
+		t.Errorf("Stat in my.bucket = %v, want a permanent ErrInvalidName", err)
+	}
 }
 
 // TestCancelledPutLeavesNoChunks checks that an upload abandoned mid-way (a job killed at drain)
