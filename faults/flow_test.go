@@ -32,9 +32,12 @@ func TestPoisonPayloadsAreDeadLetteredAtOnce(t *testing.T) {
 		``,
 		"\x00\xff\xfe binary \x01",
 		`{"s3Key":"u/a.jpg","s3Bucket":"media","mediaUrl":"https://a/1"}`,
-		`{"mediaId":"` + uuid.NewString() + `"} {"trailing":"object"}`,
 		strings.Repeat("[", 100000),
 	}
+	// Trailing data after a request whose mediaId can be read is refused with an answer (issue 24
+	// item 11), not dead-lettered unanswered.
+	trailingID := uuid.NewString()
+	c.publish([]byte(`{"mediaId":"`+trailingID+`"} {"trailing":"object"}`), trailingID)
 	wrongType := uuid.NewString()
 	var good []string
 	for i, p := range poison {
@@ -44,7 +47,10 @@ func TestPoisonPayloadsAreDeadLetteredAtOnce(t *testing.T) {
 	c.publish([]byte(`{"mediaId":"`+wrongType+`","s3Key":7,"s3Bucket":"media","mediaUrl":"https://a/1"}`), wrongType)
 	good = append(good, c.submit(src, "last/photo.jpg"))
 
-	l.await(append(good, wrongType), time.Minute)
+	l.await(append(good, wrongType, trailingID), time.Minute)
+	if r := l.one(trailingID); r.Success || !strings.Contains(r.Error, "trailing data") {
+		t.Errorf("a request with trailing data: %+v, want a refusal naming it", r)
+	}
 	expectSuccess(t, l, good)
 	if r := l.one(wrongType); r.Success || r.Error != "invalid request: s3Key must be a string, got a number" {
 		t.Errorf("a request with a mediaId and a wrong type: %+v, want a failure naming s3Key", r)
@@ -70,7 +76,7 @@ func TestPoisonPayloadsAreDeadLetteredAtOnce(t *testing.T) {
 	if len(l.deadLetters()) != len(poison) {
 		t.Errorf("%d dead letters, want %d", len(l.deadLetters()), len(poison))
 	}
-	total := uint64(len(poison) + len(good) + 1)
+	total := uint64(len(poison) + len(good) + 2)
 	if info := l.consumer(); info.Delivered.Consumer != total {
 		t.Errorf("consumer delivered %d for %d requests: something was redelivered", info.Delivered.Consumer, total)
 	}
