@@ -151,7 +151,7 @@ func TestMaxQueuedRefusesPublishes(t *testing.T) {
 	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.MaxQueued = 2 }, nil)
 	r.publish(uuid.NewString())
 	r.publish(uuid.NewString())
-	data, _ := json.Marshal(contracts.Request{S3Key: "a.jpg", S3Bucket: "m", MediaID: uuid.NewString(), MediaURL: "https://a/1"})
+	data, _ := json.Marshal(contracts.Request{S3Key: "a.jpg", S3Bucket: "media", MediaID: uuid.NewString(), MediaURL: "https://a/1"})
 	if _, err := r.js.Publish(context.Background(), r.cfg.Subjects().Request, data); err == nil {
 		t.Fatal("a third request was accepted by a queue capped at 2")
 	}

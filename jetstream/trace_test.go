@@ -47,7 +47,7 @@ func TestTraceContextFlowsFromRequestToResponse(t *testing.T) {
 	id := uuid.NewString()
 	m := nats.NewMsg(r.cfg.Subjects().Request)
 	m.Header.Set("traceparent", "00-"+traceID+"-"+parentID+"-01")
-	m.Data, _ = json.Marshal(contracts.Request{S3Key: "a.jpg", S3Bucket: "m", MediaID: id, MediaURL: "https://a/1"})
+	m.Data, _ = json.Marshal(contracts.Request{S3Key: "a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://a/1"})
 	if _, err := r.js.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
