@@ -73,10 +73,11 @@ func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, minFree in
 }
 
 // scanGuard decides who may use the scan API, before a byte of the body is read. With a token, the
-// bearer token, and wrong ones spend the client's budget (wrong, shared with the console; see
-// throttle.go). Without one (allowed on loopback only) no browser on another origin: the API is for
-// programs, which send no Origin, and a web page the operator visits could otherwise post uploads to
-// it, or, pointing its own name at 127.0.0.1, read the verdicts too.
+// bearer token, checked through the client's budget of wrong tokens (wrong, shared with the console;
+// see throttle.go): the right one always passes, a guesser is slowed. Without one (allowed on loopback
+// only) no browser on another origin: the API is for programs, which send no Origin, and a web page the
+// operator visits could otherwise post uploads to it, or, pointing its own name at 127.0.0.1, read the
+// verdicts too.
 func scanGuard(token string, wrong *throttle, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" {
@@ -94,16 +95,17 @@ func scanGuard(token string, wrong *throttle, next http.Handler) http.Handler {
 			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "missing bearer token (" + operatorTokenFlag + ")"})
 			return
 		}
-		// An address over its budget waits even with the right token: otherwise 429 would only mean
-		// "wrong", and guessing would go on at full speed.
-		if wait := wrong.Wait(r); wait > 0 {
-			w.Header().Set("Retry-After", retryAfter(wait))
+		// Within its budget a client's token is checked at once; over it, after the tarpit, one at a time,
+		// and a wrong one (or one not checked, with too many waiting) gets 429: see throttle.go.
+		ok, retry := wrong.Check(r, func() bool { return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 })
+		if !ok && retry > 0 {
+			w.Header().Set("Retry-After", retryAfter(retry))
 			writeJSON(w, http.StatusTooManyRequests, scanVerdict{Error: fmt.Sprintf("too many wrong tokens from this address: "+
-				"the next one is checked in %s s", retryAfter(wait))})
+				"its tokens are checked one at a time, a second each, for the next %s s; this one was wrong, "+
+				"or not checked because too many were waiting (retry)", retryAfter(retry))})
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			wrong.Failed(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mediaworker"`)
 			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "wrong bearer token"})
 			return

@@ -145,10 +145,13 @@ type Config struct {
 // Limiter budgets wrong operator tokens per client. The app shares one between the console and the
 // scan API, so guessing on either spends the same budget; the console only asks and reports.
 type Limiter interface {
-	// Wait is how long r's client must wait before its next token is checked: 0 when it may try now.
-	Wait(r *http.Request) time.Duration
-	// Failed records a wrong token from r's client.
-	Failed(r *http.Request)
+	// Check runs one token check for r's client: right reports whether the token r carries is the
+	// operator's, and Check calls it at most once (a client over its budget may wait for its turn, and
+	// is not checked at all when too many of its requests wait). ok means the token was right: a right
+	// token always passes once it is checked. Otherwise retry is 0 for a wrong token within the budget
+	// (answer 401), and for the rest how long the client's checks stay slowed (answer 429 with it as
+	// Retry-After).
+	Check(r *http.Request, right func() bool) (ok bool, retry time.Duration)
 }
 
 // Validate reports a configuration that cannot work.

@@ -274,37 +274,53 @@ func TestRingKeepsTheLastHour(t *testing.T) {
 }
 
 // fakeLimiter budgets wrong tokens per client, the client named by the X-Client header (every test
-// client is 127.0.0.1): the app's real limiter is tested in app.
+// client is 127.0.0.1), the app's way without its tarpit: a right token always passes, a wrong one over
+// the budget gets 42 s. The client "flooded" stands for one with too many checks waiting: never checked,
+// 7 s. The app's real limiter is tested in app.
 type fakeLimiter struct {
-	mu    sync.Mutex
-	fails map[string]int
+	mu     sync.Mutex
+	fails  map[string]int
+	checks int // calls of right
 }
 
 const fakeBudget = 3
 
-func (l *fakeLimiter) Wait(r *http.Request) time.Duration {
+func (l *fakeLimiter) checked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fails[r.Header.Get("X-Client")] >= fakeBudget {
-		return 42 * time.Second
-	}
-	return 0
+	return l.checks
 }
 
-func (l *fakeLimiter) Failed(r *http.Request) {
+func (l *fakeLimiter) Check(r *http.Request, right func() bool) (bool, time.Duration) {
+	client := r.Header.Get("X-Client")
+	if client == "flooded" {
+		return false, 7 * time.Second
+	}
+	ok := right()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.checks++
+	if ok {
+		return true, 0
+	}
 	if l.fails == nil {
 		l.fails = map[string]int{}
 	}
-	l.fails[r.Header.Get("X-Client")]++
+	l.fails[client]++
+	if l.fails[client] > fakeBudget {
+		return false, 42 * time.Second
+	}
+	return false, 0
 }
 
-// TestWrongTokensAreThrottled: the console reports every wrong token (bearer or login form) to the
-// limiter, answers 429 with its Retry-After to a client over budget, whatever token it sends, and still
-// serves another client's right token and a logged-in browser on the throttled client.
+// TestWrongTokensAreThrottled: the console checks every token (bearer or login form) through the
+// limiter, once each; answers a wrong one 401 (or the login form) within the budget and 429 with the
+// limiter's Retry-After over it, or when the limiter did not check it; and serves the right token from
+// the throttled client at once, even after 30 wrong guesses, as well as another client's right token and
+// a logged-in browser on the throttled client.
 func TestWrongTokensAreThrottled(t *testing.T) {
-	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token"})
+	lim := &fakeLimiter{}
+	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token", Limiter: lim})
 	c := noRedirect()
 	login := func(client, token string) *http.Response {
 		req, _ := http.NewRequest("POST", srv.URL+"/console/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
@@ -316,6 +332,14 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 		}
 		resp.Body.Close()
 		return resp
+	}
+	cookie := func(resp *http.Response) *http.Cookie {
+		for _, ck := range resp.Cookies() {
+			if ck.Name == sessionCookie && ck.Value != "" {
+				return ck
+			}
+		}
+		return nil
 	}
 	bearer := func(client, token string, cookie *http.Cookie) (int, http.Header) {
 		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
@@ -330,12 +354,7 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 		return code, hdr
 	}
 	// An operator on the attacker's address logged in before the attack.
-	var session *http.Cookie
-	for _, ck := range login("attacker", "op-token").Cookies() {
-		if ck.Name == sessionCookie {
-			session = ck
-		}
-	}
+	session := cookie(login("attacker", "op-token"))
 	if session == nil {
 		t.Fatal("no session cookie")
 	}
@@ -347,16 +366,30 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 			t.Fatalf("wrong bearer token %d: %d, want the login form", i, code)
 		}
 	}
-	// Over budget: even the right token waits (a guess that happened to be right would learn nothing).
-	if resp := login("attacker", "op-token"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "42" {
-		t.Fatalf("login over budget: %d, Retry-After %q; want 429, 42", resp.StatusCode, resp.Header.Get("Retry-After"))
+	// Over budget: wrong tokens get 429 with the limiter's Retry-After, by form and by header.
+	for i := range 30 {
+		if resp := login("attacker", fmt.Sprintf("guess-form-%d", i)); resp.StatusCode != http.StatusTooManyRequests ||
+			resp.Header.Get("Retry-After") != "42" || cookie(resp) != nil {
+			t.Fatalf("wrong login over budget: %d, Retry-After %q; want 429, 42", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
 	}
-	if code, hdr := bearer("attacker", "op-token", nil); code != http.StatusTooManyRequests || hdr.Get("Retry-After") != "42" {
-		t.Fatalf("bearer over budget: %d, want 429", code)
+	if code, hdr := bearer("attacker", "guess-bearer", nil); code != http.StatusTooManyRequests || hdr.Get("Retry-After") != "42" {
+		t.Fatalf("wrong bearer over budget: %d, Retry-After %q; want 429, 42", code, hdr.Get("Retry-After"))
 	}
-	// The session from before still works: guessing does not lock out a logged-in browser.
+	// The right token from that client still works at once, by form and by header.
+	if resp := login("attacker", "op-token"); resp.StatusCode != http.StatusSeeOther || cookie(resp) == nil {
+		t.Fatalf("right login after 30 wrong ones from the same client: %d, want 303 with the session cookie", resp.StatusCode)
+	}
+	if code, _ := bearer("attacker", "op-token", nil); code != http.StatusOK {
+		t.Fatalf("right bearer token after the wrong ones from the same client: %d, want 200", code)
+	}
+	// The session from before still works, and is not a token check.
+	before := lim.checked()
 	if code, _ := bearer("attacker", "", session); code != http.StatusOK {
 		t.Fatalf("logged-in operator during the attack: %d, want 200", code)
+	}
+	if lim.checked() != before {
+		t.Fatal("a logged-in browser's request was a token check")
 	}
 	// Another client is not refused for the attacker's guesses.
 	if code, _ := bearer("owner", "op-token", nil); code != http.StatusOK {
@@ -364,6 +397,18 @@ func TestWrongTokensAreThrottled(t *testing.T) {
 	}
 	if code := login("owner", "op-token").StatusCode; code != http.StatusSeeOther {
 		t.Fatalf("the owner's login during the attack: %d, want 303", code)
+	}
+	// A check the limiter refused to run is a 429 with its Retry-After, never a pass, whatever the token.
+	if resp := login("flooded", "op-token"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "7" || cookie(resp) != nil {
+		t.Fatalf("login the limiter did not check: %d, Retry-After %q; want 429, 7", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if code, hdr := bearer("flooded", "op-token", nil); code != http.StatusTooManyRequests || hdr.Get("Retry-After") != "7" {
+		t.Fatalf("bearer the limiter did not check: %d, Retry-After %q; want 429, 7", code, hdr.Get("Retry-After"))
+	}
+	// One check per request that carried a token: the login before the attack, the wrong ones within the
+	// budget and over it, the right ones after them, the owner's; none for the session or the unchecked.
+	if got, want := lim.checked(), 1+fakeBudget+31+2+2; got != want {
+		t.Fatalf("%d token checks, want %d (one per request that carried a token)", got, want)
 	}
 	if _, err := New(&fakeSource{}, Config{Token: "op-token"}); err == nil {
 		t.Fatal("a token console without a limiter was accepted")

@@ -95,17 +95,17 @@ func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if h.auth.token != "" && r.Header.Get("Authorization") != "" {
-			// An address over its budget waits even with the right token: otherwise 429 would only
-			// mean "wrong", and guessing would go on at full speed.
-			if wait := h.auth.wrong.Wait(r); wait > 0 {
-				tooManyWrong(w, wait)
-				return
-			}
-			if h.auth.bearer(r) {
+			// The right token always passes; a client over its budget of wrong ones is slowed, and its
+			// wrong ones (or those not checked) answered 429.
+			ok, retry := h.auth.wrong.Check(r, func() bool { return h.auth.bearer(r) })
+			if ok {
 				next(w, r)
 				return
 			}
-			h.auth.wrong.Failed(r)
+			if retry > 0 {
+				tooManyWrong(w, retry)
+				return
+			}
 		}
 		if h.auth.token == "" {
 			msg := fmt.Sprintf("The console listens beyond loopback and no operator token is set: set %s (then log in with it), or listen on 127.0.0.1.", h.cfg.TokenFlag)
@@ -121,12 +121,14 @@ func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// tooManyWrong answers a token check from an address that has used up its budget of wrong tokens.
-func tooManyWrong(w http.ResponseWriter, wait time.Duration) {
-	secs := int(math.Ceil(wait.Seconds()))
+// tooManyWrong answers a token check from an address over its budget of wrong tokens whose token was
+// wrong, or not checked because too many of its checks were waiting.
+func tooManyWrong(w http.ResponseWriter, retry time.Duration) {
+	secs := int(math.Ceil(retry.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	http.Error(w, fmt.Sprintf("too many wrong operator tokens from your address: the next one is checked in %d s "+
-		"(a browser already logged in keeps working)", secs), http.StatusTooManyRequests)
+	http.Error(w, fmt.Sprintf("too many wrong operator tokens from your address: its tokens are checked one at a time, "+
+		"a second each, for the next %d s; this one was wrong, or not checked because too many were waiting (retry; "+
+		"the right token works, and a browser already logged in keeps working)", secs), http.StatusTooManyRequests)
 }
 
 // action checks a POST's origin and CSRF token before it runs.
@@ -235,12 +237,14 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, errCrossSite.Error(), http.StatusForbidden)
 		return
 	}
-	if wait := h.auth.wrong.Wait(r); wait > 0 {
-		tooManyWrong(w, wait)
+	// The form is read before the check, so a slow body never holds the client's turn in the tarpit.
+	got := r.PostFormValue("token")
+	ok, retry := h.auth.wrong.Check(r, func() bool { return equal(got, h.auth.token) })
+	if !ok && retry > 0 {
+		tooManyWrong(w, retry)
 		return
 	}
-	if !equal(r.PostFormValue("token"), h.auth.token) {
-		h.auth.wrong.Failed(r)
+	if !ok {
 		h.render(w, http.StatusUnauthorized, "login.html", view{Error: "That is not the operator token (" + h.cfg.TokenFlag + ")."})
 		return
 	}
