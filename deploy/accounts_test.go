@@ -89,8 +89,9 @@ func deniedPublish(t *testing.T, url, user, subject string) {
 }
 
 // The account layout of deploy/nats/accounts.conf, on the embedded server of the real binary: the worker
-// does its whole job with only its own permissions, the API publishes requests and reads responses,
-// operators read the DLQ; each is refused what is not its role. The variants the worker serves over HTTP
+// does its whole job with only its own permissions, the API publishes requests and reads responses
+// (through the durable an operator provisions: it may create no consumer), operators read the DLQ; each is
+// refused what is not its role. The variants the worker serves over HTTP
 // are the only objects it serves.
 func TestAccountLayoutAndServedObjects(t *testing.T) {
 	clamd := testenv.StartClamd(t)
@@ -177,22 +178,11 @@ func TestAccountLayoutAndServedObjects(t *testing.T) {
 	if got["site/page.jpg"].Success || got["site/e.png"].Success {
 		t.Fatalf("the HTML page or EICAR succeeded: %+v", got)
 	}
-	// A consumer on the responses stream works for the API too.
-	cons, err := ajs.CreateOrUpdateConsumer(ctx, "APP_MEDIA_RESPONSES", jetstream.ConsumerConfig{Durable: "api", FilterSubject: subj.Response})
-	if err != nil {
-		t.Fatalf("the API creating its responses consumer: %v", err)
-	}
-	if batch, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second)); err != nil {
-		t.Fatal(err)
-	} else {
-		n := 0
-		for m := range batch.Messages() {
-			_ = m.Ack()
-			n++
-		}
-		if n != 3 {
-			t.Errorf("the API read %d responses from the stream, want 3", n)
-		}
+	// The API's durable, provisioned by an operator (the API creates no consumer: accounts_api_test.go),
+	// delivers the three responses and the virus event.
+	provisionAPIConsumer(t, url)
+	if read := countSubjects(readResponsesAsAPI(t, ctx, ajs, 4)); read[subj.Response] != 3 || read[subj.Virus] != 1 {
+		t.Errorf("the API read %v from its durable, want 3 responses and 1 virus event", read)
 	}
 
 	// Served: the variants, with nosniff. Not served: the originals, the HTML page, the quarantine, climbing out.
@@ -259,6 +249,7 @@ func TestAccountLayoutAndServedObjects(t *testing.T) {
 	} {
 		deniedPublish(t, url, d.user, d.subject)
 	}
+	checkAPICreatesNoConsumer(t, url)
 
 	// Allowed to the worker: removing an answered request from the work queue (the max-deliveries path)
 	// and the progress subjects the console follows. A JetStream API answer (any, even an error about the
