@@ -169,3 +169,68 @@ func TestBigRequestsEndWithOneAnswer(t *testing.T) {
 		t.Errorf("%d redeliveries: a big request was handed back instead of answered", info.NumRedelivered)
 	}
 }
+
+// Issue 24 items 2, 10 and 11 (the request's part), against the built binary: the quarantine bucket
+// and the worker's own variants are not inputs, a bucket name S3 would refuse is refused at once (not
+// retried for ten minutes), invalid UTF-8 in a key is refused rather than silently replaced and "not
+// found", and a javascript: mediaUrl is refused and never echoed. Each ends in exactly one answer
+// naming what to fix; the worker then still transforms a photo.
+func TestHostileRequestsAreRefusedWithOneAnswer(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, args: []string{"--quarantine-bucket", "quarantine", "--max-deliver", "3"}})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+	src := testenv.MakeJPEG(t, t.TempDir(), 160, 120)
+	c.upload(src, "u/photo.jpg")
+
+	// A success first, so its variants exist to be requested.
+	first := c.request("u/photo.jpg")
+	l.await([]string{first}, time.Minute)
+	variant := l.one(first).Processed[0].URL
+	variantKey := variant[strings.Index(variant, "/u/")+1:]
+	if i := strings.IndexByte(variantKey, '?'); i >= 0 {
+		variantKey = variantKey[:i]
+	}
+
+	cases := []struct {
+		name, raw, want string
+	}{
+		{"quarantine bucket", `{"mediaId":"%s","s3Key":"u/photo.jpg","s3Bucket":"quarantine","mediaUrl":"https://api.example/m/1"}`, "quarantine bucket"},
+		{"own variant", `{"mediaId":"%s","s3Key":"` + variantKey + `","s3Bucket":"media","mediaUrl":"https://api.example/m/1"}`, "output of this worker"},
+		{"S3 bucket rules", `{"mediaId":"%s","s3Key":"u/photo.jpg","s3Bucket":"Media_Upper","mediaUrl":"https://api.example/m/1"}`, "s3Bucket"},
+		{"invalid UTF-8 key", "{\"mediaId\":\"%s\",\"s3Key\":\"u/ph\xffoto.jpg\",\"s3Bucket\":\"media\",\"mediaUrl\":\"https://api.example/m/1\"}", "UTF-8"},
+		{"javascript: mediaUrl", `{"mediaId":"%s","s3Key":"u/photo.jpg","s3Bucket":"media","mediaUrl":"javascript:alert(1)"}`, "mediaUrl"},
+	}
+	var ids []string
+	for _, tc := range cases {
+		id := uuidLike(t)
+		c.publish([]byte(fmt.Sprintf(tc.raw, id)), id)
+		ids = append(ids, id)
+	}
+	good := c.request("u/photo.jpg")
+	l.await(append(ids, good), time.Minute)
+	for i, tc := range cases {
+		r := l.one(ids[i])
+		if r.Success || !strings.Contains(r.Error, tc.want) || strings.HasPrefix(r.OriginalURL, "javascript:") {
+			t.Errorf("%s: success=%v error=%q originalUrl=%q; want a refusal naming %q", tc.name, r.Success, r.Error, r.OriginalURL, tc.want)
+		}
+	}
+	if r := l.one(good); !r.Success {
+		t.Errorf("a photo after the hostile requests: %+v", r)
+	}
+	if info := l.consumer(); info.NumRedelivered != 0 {
+		t.Errorf("%d redeliveries: a refusal was retried", info.NumRedelivered)
+	}
+	if n := len(l.deadLetters()); n != 0 {
+		t.Errorf("%d dead letters; every hostile request here names a mediaId and must be answered", n)
+	}
+	if !c.exists("u/photo.jpg") {
+		t.Error("the upload was removed")
+	}
+}
+
+func uuidLike(t *testing.T) string {
+	t.Helper()
+	return testenv.NewRequest(bucket, "x").MediaID
+}
