@@ -68,17 +68,16 @@ func run(ctx context.Context, url, app, stream, durable string, db *mediaStore, 
 
 	// One durable consumer for both subjects, so a virus event and the failure response that follows it
 	// arrive in the order the worker published them. It survives restarts: while the API is down,
-	// messages wait in the stream and are delivered when it comes back.
-	cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:        durable,
-		Description:    "the API's view of mediaworker responses",
-		FilterSubjects: []string{subj.Response, subj.Virus},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        30 * time.Second,
-	})
+	// messages wait in the stream and are delivered when it comes back. Under deploy/nats/accounts.conf
+	// the API may not create consumers (a consumer's delivery subject is not permission-checked): an
+	// operator creates the durable from deploy/nats/api-consumer.json, and the API binds to it. Without
+	// such permissions (the embedded default), the API creates it itself.
+	cons, err := js.Consumer(ctx, stream, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = createConsumer(ctx, js, stream, durable, subj)
+	}
 	if err != nil {
-		return fmt.Errorf("creating consumer %s on %s: %w", durable, stream, err)
+		return fmt.Errorf("binding to consumer %s on %s: %w", durable, stream, err)
 	}
 
 	// Consume calls the handler for one message at a time, in stream order.
@@ -261,4 +260,16 @@ func outcome(r contracts.Response) string {
 		return "success"
 	}
 	return "failure"
+}
+
+// createConsumer creates the API's durable, as deploy/nats/api-consumer.json describes it.
+func createConsumer(ctx context.Context, js jetstream.JetStream, stream, durable string, subj contracts.Subjects) (jetstream.Consumer, error) {
+	return js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable:        durable,
+		Description:    "the API's view of mediaworker responses",
+		FilterSubjects: []string{subj.Response, subj.Virus},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        30 * time.Second,
+	})
 }
