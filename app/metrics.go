@@ -26,7 +26,7 @@ func newMetrics() *metrics {
 		reg: reg,
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mediaworker_jobs_total",
-			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back, routed, duplicate).",
+			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back, routed, duplicate), and stranded messages rescued (rescued: kind is the lane, unknown for triage).",
 		}, []string{"kind", "outcome"}),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mediaworker_stage_duration_seconds",
@@ -109,6 +109,12 @@ func (m *metrics) Settled(outcome string, kind pipeline.MediaKind, deliveries ui
 	if deliveries > 1 {
 		m.redeliveries.Inc()
 	}
+}
+
+// Rescued implements jetstream.Observer: a stranded message (one no consumer would deliver again) the
+// worker settled, counted by lane as outcome "rescued"; the log line says what was done with it.
+func (m *metrics) Rescued(lane pipeline.MediaKind, action string) {
+	m.jobs.WithLabelValues(kindLabel(lane), "rescued").Inc()
 }
 
 // Published implements jetstream.Observer.

@@ -45,6 +45,9 @@ type WorkerConfig struct {
 	DrainTimeout    time.Duration // how long in-flight jobs may finish after a stop
 	PublishTimeout  time.Duration
 	PullWait        time.Duration // how long one pull request waits for a message
+	// RescueEvery is how often the worker looks for stranded work, messages no consumer will deliver
+	// again (rescue.go); it also looks at start-up. 0: every minute.
+	RescueEvery time.Duration
 
 	// Admission, when set, is asked before every pull: while a dependency the jobs need is down it
 	// blocks, so the worker takes no work it would only hand back, burning a delivery each time.
@@ -69,6 +72,7 @@ func DefaultWorkerConfig() WorkerConfig {
 		DrainTimeout:   30 * time.Second,
 		PublishTimeout: 10 * time.Second,
 		PullWait:       10 * time.Second,
+		RescueEvery:    time.Minute,
 	}
 }
 
@@ -94,6 +98,8 @@ func (c WorkerConfig) Validate() error {
 		return fmt.Errorf("drain timeout must not be negative")
 	case c.PublishTimeout <= 0 || c.PullWait < time.Second:
 		return fmt.Errorf("publish timeout must be positive and pull wait at least 1s")
+	case c.RescueEvery < 0:
+		return fmt.Errorf("the rescue period must not be negative, got %s", c.RescueEvery)
 	}
 	return nil
 }
@@ -120,6 +126,9 @@ type Observer interface {
 	Settled(outcome string, kind pipeline.MediaKind, deliveries uint64)
 	Published(subject string, d time.Duration)
 	PublishFailed(subject string)
+	// Rescued is told of each stranded message the worker settled (rescue.go): lane "" is triage;
+	// action is retried, gave_up, removed (its request was settled or moved on) or finished.
+	Rescued(lane pipeline.MediaKind, action string)
 }
 
 // NewWorker returns a worker. Provision must have run (here or by an operator) before Run.
@@ -201,8 +210,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	jobsCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelJobs(nil)
 	var loops, jobs sync.WaitGroup
-	loops.Add(1)
+	loops.Add(2)
 	go func() { defer loops.Done(); w.runAdvisories(ctx) }()
+	go func() { defer loops.Done(); w.runRescue(ctx) }()
 	for lane, cons := range consumers {
 		loops.Add(1)
 		go func() { defer loops.Done(); w.pull(ctx, jobsCtx, &jobs, lane, cons) }()
