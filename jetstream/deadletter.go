@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -58,7 +59,9 @@ func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.M
 	m.Header.Del(HeaderRequestSeq) // a lane's bookkeeping; Mw-Stream-Seq says the same
 	m.Header.Set(HeaderReason, reason)
 	if cause != nil {
-		m.Header.Set(HeaderLastError, clipReason(cause.Error()))
+		// The operator's copy: the whole chain (endpoints, scratch paths, a tool's words), which the
+		// response never carries; on one line, as a header value must be.
+		m.Header.Set(HeaderLastError, clipReason(strings.Join(strings.Fields(pipeline.ErrorDetail(cause)), " ")))
 	}
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(d.deliveries, 10))
 	m.Header.Set(HeaderStream, w.cfg.RequestsStream())

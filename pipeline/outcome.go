@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/mediaworker/mediaworker/contracts"
-	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 // Kind is the one way a job ended.
@@ -60,7 +59,7 @@ type Outcome struct {
 	MIME      string    // what detection found, "" before
 	Response  contracts.Response
 	Virus     *contracts.VirusEvent
-	Err       error  // the cause, for Failed, Infected, Retry and GaveUp
+	Err       error  // the cause, for Failed, Infected, Retry and GaveUp: the whole chain (ErrorDetail)
 	Reason    string // GaveUp: why (the DLQ's Mw-Reason): ReasonParseError or ReasonMaxDeliveries
 }
 
@@ -101,45 +100,15 @@ func Refused(req contracts.Request, err error) Outcome {
 }
 
 // GaveUpAfter is the one "gave up" policy, used by the retry path and by the max-deliveries advisory:
-// the request goes to the DLQ and the API (if the request names a mediaId) hears why.
+// the request goes to the DLQ with the cause's whole chain, and the API (if the request names a
+// mediaId) hears why in the cause's public words (PublicMessage): a transient cause is the worker's
+// trouble, and its chain names endpoints and scratch paths the API has no business with.
 func GaveUpAfter(req contracts.Request, kind MediaKind, deliveries uint64, cause error) Outcome {
 	out := Outcome{Kind: GaveUp, MediaKind: kind, Err: cause, Reason: ReasonMaxDeliveries}
 	if req.MediaID != "" {
-		out.Response = failureResponse(req, fmt.Sprintf("gave up after %d deliveries: %v", deliveries, cause))
+		out.Response = failureResponse(req, fmt.Sprintf("gave up after %d deliveries: %s", deliveries, PublicMessage(cause)))
 	}
 	return out
-}
-
-// Class says whether an error is worth retrying.
-type Class int
-
-const (
-	// Transient errors may go away on another delivery.
-	Transient Class = iota
-	// Permanent errors will not: the input or the request is at fault.
-	Permanent
-)
-
-// Error is the one typed error of the pipeline: a stage, a class and the cause. Error() is the message a
-// person reads in the failure response.
-type Error struct {
-	Class Class
-	Stage string // downloading, scanning, detecting, transforming, uploading, ...
-	Err   error
-}
-
-func (e *Error) Error() string { return e.Stage + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// ErrorDetail is what a tool or library said about the input of a failed job (ffmpeg's or libvips' own
-// words), for the operator's log only: the response carries Error(), which names no scratch path.
-func ErrorDetail(err error) string { return transcoder.ErrorDetail(err) }
-
-func permanent(stage string, err error) *Error {
-	return &Error{Class: Permanent, Stage: stage, Err: err}
-}
-func transient(stage string, err error) *Error {
-	return &Error{Class: Transient, Stage: stage, Err: err}
 }
 
 // Unpublishable replaces an outcome whose answer is larger than the NATS server accepts (size bytes,

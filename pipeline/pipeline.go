@@ -16,6 +16,7 @@ import (
 	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/mediaworker/mediaworker/transcoder"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Scanner scans exactly size bytes read from r with clamd.
@@ -291,9 +292,11 @@ func (p *Pipeline) stopped(ctx context.Context, stage string, limit time.Duratio
 	case errors.Is(cause, ErrJobTimeout):
 		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit.Round(time.Millisecond)))
 	case errors.Is(cause, ErrStalled):
-		return transient(stage, fmt.Errorf("no progress within %s (a slow or stalled store, clamd or NATS); will retry", limit.Round(time.Millisecond)))
+		within := limit.Round(time.Millisecond)
+		return transientSaid(stage, fmt.Sprintf("no progress within %s (a slow or stalled object store, virus scanner or NATS server)", within),
+			fmt.Errorf("no progress within %s (a slow or stalled store, clamd or NATS); will retry", within))
 	}
-	return transient(stage, fmt.Errorf("job stopped: %w", cause))
+	return transientSaid(stage, jobStopped, fmt.Errorf("job stopped: %w", cause))
 }
 
 // fail turns err into a Failed or Retry outcome with the failure response the API will see; a request
@@ -309,11 +312,11 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 	if !errors.As(err, &e) {
 		e = transient("processing", err)
 	}
-	kind := Retry
+	kind, msg := Retry, e.Public()
 	if e.Class == Permanent {
-		kind = Failed
+		kind, msg = Failed, withoutScratchPaths(j, msg)
 	}
-	return Outcome{Kind: kind, MediaKind: j.kind, MIME: j.mime, Err: e, Response: failureResponse(j.req, e.Error())}
+	return Outcome{Kind: kind, MediaKind: j.kind, MIME: j.mime, Err: e, Response: failureResponse(j.req, msg)}
 }
 
 func (j *job) cleanup() {
@@ -372,8 +375,10 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	}
 	need := int64(float64(info.Size)*p.cfg.DiskFactor) + p.cfg.MinFreeBytes
 	if free < need {
-		return transient("checking scratch space", fmt.Errorf("scratch disk %s has %s free; this job needs %s (%.0f× the input plus %s kept free)",
-			p.cfg.TmpDir, objstore.FormatBytes(free), objstore.FormatBytes(need), p.cfg.DiskFactor, objstore.FormatBytes(p.cfg.MinFreeBytes)))
+		return transientSaid("checking scratch space",
+			fmt.Sprintf("the scratch disk has %s free; this job needs %s", objstore.FormatBytes(free), objstore.FormatBytes(need)),
+			fmt.Errorf("scratch disk %s has %s free; this job needs %s (%.0f× the input plus %s kept free)",
+				p.cfg.TmpDir, objstore.FormatBytes(free), objstore.FormatBytes(need), p.cfg.DiskFactor, objstore.FormatBytes(p.cfg.MinFreeBytes)))
 	}
 	return nil
 }
@@ -484,7 +489,10 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 				Width: res.PosterWidth, Height: res.PosterHeight},
 		})
 	} else if res.PosterErr != nil {
-		j.out.Response.Warnings = append(j.out.Response.Warnings, "no poster: "+res.PosterErr.Error())
+		// The warning is read by people; what ffmpeg said, or the scratch path it could not read, is
+		// for the operator's trace.
+		trace.SpanFromContext(ctx).RecordError(res.PosterErr)
+		j.out.Response.Warnings = append(j.out.Response.Warnings, "no poster: "+posterSentence(res.PosterErr))
 	}
 	// HLS segments are uploaded first and the playlist last, so a reader never sees a playlist that
 	// names a missing segment.
@@ -510,7 +518,7 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 func (p *Pipeline) upload(ctx context.Context, j *job) error {
 	for _, o := range j.outs {
 		if err := ctx.Err(); err != nil {
-			return transient("uploading", fmt.Errorf("job stopped: %w", context.Cause(ctx)))
+			return transientSaid("uploading", jobStopped, fmt.Errorf("job stopped: %w", context.Cause(ctx)))
 		}
 		n, err := p.uploadFile(ctx, j.req.S3Bucket, o)
 		if err != nil {

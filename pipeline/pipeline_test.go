@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,6 +141,8 @@ type fakeImages struct {
 	err    error
 	called bool
 	block  bool // wait for ctx to end, like a stuck encoder killed by its context
+	// badInputPath: refuse the input in words that name its scratch path (which no response may).
+	badInputPath bool
 }
 
 func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder.ImageResult, error) {
@@ -146,6 +150,9 @@ func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder
 	if f.block {
 		<-ctx.Done()
 		return transcoder.ImageResult{}, ctx.Err()
+	}
+	if f.badInputPath {
+		return transcoder.ImageResult{}, &transcoder.Error{BadInput: true, Msg: "cannot decode " + src, Err: errors.New("truncated")}
 	}
 	if f.err != nil {
 		return transcoder.ImageResult{}, f.err
@@ -180,6 +187,8 @@ type fixture struct {
 	images *fakeImages
 	cfg    Config
 	req    contracts.Request
+	alt    Deps   // a real store or scanner instead of the fakes, when set
+	note   string // what a test expects the failure's detail to say
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -197,7 +206,14 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) run(t *testing.T) Outcome {
 	t.Helper()
-	p, err := New(f.cfg, Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}})
+	d := Deps{Store: f.store, Scanner: f.scan, Images: f.images, Videos: fakeVideos{}}
+	if f.alt.Store != nil {
+		d.Store = f.alt.Store
+	}
+	if f.alt.Scanner != nil {
+		d.Scanner = f.alt.Scanner
+	}
+	p, err := New(f.cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +240,12 @@ func TestClassification(t *testing.T) {
 		{"missing object", func(f *fixture) { delete(f.store.objs, "media/u/p.jpg") }, Failed, `object "u/p.jpg" not found in bucket "media"`, false},
 		{"empty object", func(f *fixture) { f.store.objs["media/u/p.jpg"] = nil }, Failed, "object is empty", false},
 		{"too large", func(f *fixture) { f.cfg.MaxInputBytes = 10 }, Failed, "input is too large", false},
-		{"store down", func(f *fixture) { f.store.failGet = errors.New("connection refused") }, Retry, "connection refused", false},
+		{"store down", func(f *fixture) {
+			f.store.failGet = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}, Retry, "downloading: the object store could not be reached", false},
 		{"clamd down", func(f *fixture) {
 			f.scan.err = &scanner.Error{Kind: scanner.Unavailable, Op: "dialing", Err: errors.New("refused")}
-		}, Retry, "scanning", false},
+		}, Retry, "scanning: the virus scanner could not be reached", false},
 		{"over clamd limit", func(f *fixture) {
 			f.scan.err = &scanner.Error{Kind: scanner.LimitExceeded, Op: "scanning", Err: errors.New("INSTREAM size limit exceeded")}
 		}, Failed, "cannot be scanned", false},

@@ -2,8 +2,9 @@ package pipeline
 
 import (
 	"context"
-	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -26,7 +27,9 @@ func TestTriageRoutesByTheSniffedHead(t *testing.T) {
 		{"missing", func(f *fixture) { delete(f.store.objs, "media/u/p.jpg") }, Failed, "", "not found"},
 		{"empty", func(f *fixture) { f.store.objs["media/u/p.jpg"] = nil }, Failed, "", "object is empty"},
 		{"too large", func(f *fixture) { f.cfg.MaxInputBytes = 10 }, Failed, "", "input is too large"},
-		{"store down", func(f *fixture) { f.store.failGet = errors.New("connection refused") }, Retry, "", "connection refused"},
+		{"store down", func(f *fixture) {
+			f.store.failGet = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}, Retry, "", "downloading: the object store could not be reached"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
