@@ -21,7 +21,8 @@
 	X(vips_image_get_orientation) X(vips_image_get_typeof) X(vips_image_get_int) \
 	X(vips_image_get_string) X(vips_image_copy_memory) X(vips_extract_band) X(vips_min) \
 	X(vips_thumbnail) X(vips_thumbnail_image) X(vips_webpsave_buffer) \
-	X(g_object_unref) X(g_free) X(g_strlcpy) X(g_log_set_handler) \
+	X(vips_image_get_fields) X(vips_image_remove) \
+	X(g_object_unref) X(g_free) X(g_strfreev) X(g_strlcpy) X(g_log_set_handler) \
 	X(g_type_from_name) X(g_type_class_ref) X(g_type_class_unref)
 
 #define MW_DECLARE(name) static __typeof__(name) *mw_##name;
@@ -189,6 +190,33 @@ static int mw_drop_opaque_alpha(VipsImage **im) {
 	return 0;
 }
 
+// mw_keep_field says whether a field of a decoded image is one the WebP encoder needs: the frame
+// layout and timing of an animation. Everything else a loader attached is the source's metadata.
+static int mw_keep_field(const char *name) {
+	static const char *keep[] = {
+		VIPS_META_PAGE_HEIGHT, VIPS_META_N_PAGES, "delay", "loop", "gif-delay", "gif-loop", NULL,
+	};
+	for (int i = 0; keep[i]; i++)
+		if (!strcmp(name, keep[i]))
+			return 1;
+	return 0;
+}
+
+// mw_strip removes the source's metadata (EXIF, XMP, IPTC, ICC profile, comments, loader fields)
+// from an image the shim made. webpsave's strip does not stop libvips 8.14.1 from rebuilding an
+// EXIF chunk from what the source carried (vips__exif_update), which on a large EXIF block fails
+// ("exif too large", from 8 MiB) or crashes the process (a HEIF's 1 MiB EXIF item: SIGSEGV in
+// webpsave, measured); nothing of it is meant to leave the worker anyway. Built-in header fields
+// (width, bands, ...) are not metadata and vips_image_remove leaves them alone.
+static void mw_strip(VipsImage *im) {
+	gchar **fields = mw_vips_image_get_fields(im);
+
+	for (int i = 0; fields && fields[i]; i++)
+		if (!mw_keep_field(fields[i]))
+			mw_vips_image_remove(im, fields[i]);
+	mw_g_strfreev(fields);
+}
+
 // mw_thumbnail_file decodes path shrunk to fit size x size (never enlarged), upright (EXIF
 // orientation applied) and in sRGB, into memory. With all_pages it decodes every page of an animation
 // (the loader's n=-1), each page shrunk to fit, as one tall image with page-height set and the
@@ -237,6 +265,8 @@ VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_
 		mw_g_object_unref(mem);
 		return NULL;
 	}
+	if (mem)
+		mw_strip(mem); // the smaller variants are made from this image and inherit its fields
 	return mem;
 }
 
@@ -257,7 +287,8 @@ VipsImage *mw_thumbnail_image(VipsImage *in, int size) {
 }
 
 // mw_webp encodes in as WebP. strip=TRUE drops the ICC profile and XMP, but libvips 8.14.1 still
-// writes an EXIF chunk (measured); WebP.stripMetadata removes what is left.
+// writes an EXIF chunk (measured; a minimal one, once mw_strip has removed the source's);
+// WebP.stripMetadata removes what is left.
 int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len) {
 	mw_vips_error_clear();
 	return mw_vips_webpsave_buffer(in, buf, len,
