@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	}
 	a.sigs = newSignatureWatch(a.scanner, cfg.MaxSignatureAge)
 	a.metrics.watchSignatures(a.sigs.ageSeconds)
-	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, cfg.Pipeline.TmpDir, cfg.Pipeline.MinFreeBytes, a.scanner, a.metrics)
+	a.scan = newScanHandler(cfg.ScanAPI, cfg.Pipeline.MaxInputBytes, cfg.Pipeline.TmpDir, cfg.Pipeline.MinFreeBytes, a.scanner, a.metrics, a.log)
 	// clamd's defaults pass what they cannot scan as clean: refuse to start against a clamd whose
 	// limits are below our input cap. A clamd that is down is not fatal: jobs wait for it anyway.
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -18,6 +18,7 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/slots"
+	"github.com/rs/zerolog"
 )
 
 // ScanAPIConfig configures POST /v1/scan, the synchronous gate an API can call before it accepts an
@@ -58,9 +59,10 @@ type scanHandler struct {
 	pool      *slots.Pool // scans
 	receiving *slots.Pool // bodies being received
 	m         *metrics
+	log       zerolog.Logger
 }
 
-func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, minFree int64, s *scanner.Scanner, m *metrics) *scanHandler {
+func newScanHandler(cfg ScanAPIConfig, inputCap int64, tmpDir string, minFree int64, s *scanner.Scanner, m *metrics, log zerolog.Logger) *scanHandler {
 	if cfg.MaxBytes <= 0 || cfg.MaxBytes > inputCap {
 		cfg.MaxBytes = inputCap
 	}
@@ -160,12 +162,15 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case scanner.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded):
 		h.m.scanned("error")
 		w.Header().Set("Retry-After", "10")
-		writeJSON(w, http.StatusServiceUnavailable, scanVerdict{Error: "clamd unavailable: " + err.Error()})
+		// The caller hears what failed, in words; clamd's address and the error chain go to the log.
+		h.log.Warn().Err(err).Msg("scan API: clamd unavailable")
+		writeJSON(w, http.StatusServiceUnavailable, scanVerdict{Error: pipeline.PublicMessage(err)})
 		return
 	default:
 		// A short body, a protocol surprise: never clean.
 		h.m.scanned("error")
-		writeJSON(w, http.StatusBadGateway, scanVerdict{Error: err.Error()})
+		h.log.Warn().Err(err).Msg("scan API: scanning failed")
+		writeJSON(w, http.StatusBadGateway, scanVerdict{Error: pipeline.PublicMessage(err)})
 		return
 	}
 	if v.Infected {

@@ -15,7 +15,7 @@ import (
 // Headers the worker writes on dead letters.
 const (
 	HeaderReason      = "Mw-Reason"       // parse-error | max-deliveries
-	HeaderLastError   = "Mw-Last-Error"   // the last error, as a person reads it
+	HeaderLastError   = "Mw-Last-Error"   // the last error's whole chain, for operators (a response says less)
 	HeaderDeliveries  = "Mw-Deliveries"   // deliveries so far
 	HeaderStream      = "Mw-Stream"       // origin stream
 	HeaderStreamSeq   = "Mw-Stream-Seq"   // origin stream sequence
