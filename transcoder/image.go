@@ -183,6 +183,9 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn sniffedImage) (ImageResult, error) {
 	hdr, err := vips.ReadHeader(srcPath)
 	if err != nil {
+		if e := im.decoderSizeRefusal(err, sn); e != nil {
+			return ImageResult{}, e
+		}
 		return ImageResult{}, imageInputError("reading image header", srcPath, sn, "", err)
 	}
 	if err := im.checkLimits(hdr); err != nil {

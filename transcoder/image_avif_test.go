@@ -2,6 +2,7 @@ package transcoder_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -71,5 +72,31 @@ func TestImageAVIFSequenceIsRefusedClearly(t *testing.T) {
 		if !transcoder.IsBadInput(err) || err.Error() != want {
 			t.Errorf("%s: got %v, want %q", name, err, want)
 		}
+	}
+}
+
+// TestImageAVIFOverTheSizeLimitsSaysSo: libheif refuses a picture over 16384 pixels on a side before
+// libvips' header read ends, which libvips reports with a "bad seek" that once read as a truncated
+// upload. The person is told the size and the limit it is over: the pixel limit when it is over that
+// too, else the decoder's.
+func TestImageAVIFOverTheSizeLimitsSaysSo(t *testing.T) {
+	im := newImages(t, transcoder.DefaultImageConfig())
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		w, h int
+		want string
+	}{
+		{60000, 60000, "image is 60000×60000 (3600 MP), limit is 50 MP"},
+		{60000, 100, "image is 60000×100, limit is 16384×16384 for AVIF images"},
+		// Within libheif's limit, the header read gives the size and the pixel limit refuses it.
+		{16000, 16000, "image is 16000×16000 (256 MP), limit is 50 MP"},
+	} {
+		src := testenv.MakeAVIFDeclaring(t, dir, fmt.Sprintf("%dx%d.avif", tc.w, tc.h), tc.w, tc.h)
+		out := t.TempDir()
+		_, err := im.Transform(context.Background(), src, out)
+		if !transcoder.IsBadInput(err) || err.Error() != tc.want {
+			t.Errorf("%d×%d: got %v, want %q", tc.w, tc.h, err, tc.want)
+		}
+		assertEmptyDir(t, out)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/mediaworker/mediaworker/transcoder/vips"
@@ -70,6 +72,43 @@ func imageInputError(step, path string, sn sniffedImage, loader string, err erro
 		msg = structural
 	}
 	return &Error{BadInput: true, Detail: ve.Error(), Msg: step + ": " + describeDecodeFailure(format, msg)}
+}
+
+// heifSizeLimit matches libheif's refusal of a picture larger than it reads ("Security limit exceeded:
+// Image size 60000x60000 exceeds the maximum image size 16384x16384"; libheif 1.15 reads at most 16384
+// pixels on a side). libvips reports it together with a "bad seek", which alone would read as a
+// truncated file.
+var heifSizeLimit = regexp.MustCompile(`Image size (\d+)x(\d+) exceeds the maximum image size (\d+)x(\d+)`)
+
+// decoderSizeRefusal words a header read that failed because the decoder refused the picture's
+// declared size: the pixel limit's own message when the size is over it too, else the decoder's
+// limit. nil when err is something else.
+func (im *Images) decoderSizeRefusal(err error, sn sniffedImage) *Error {
+	var ve *vips.Error
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	m := heifSizeLimit.FindStringSubmatch(ve.Msg)
+	if m == nil {
+		return nil
+	}
+	var n [4]int
+	for i := range n {
+		if n[i], err = strconv.Atoi(m[i+1]); err != nil {
+			return nil
+		}
+	}
+	var e *Error
+	if errors.As(im.checkLimits(vips.Header{Width: n[0], Height: n[1], Pages: 1}), &e) {
+		e.Detail, e.cause = ve.Error(), ve
+		return e
+	}
+	format := sn.Format
+	if format == "" {
+		format = "HEIF"
+	}
+	return &Error{BadInput: true, Detail: ve.Error(), cause: ve, Msg: fmt.Sprintf(
+		"image is %d×%d, limit is %d×%d for %s images", n[0], n[1], n[2], n[3], format)}
 }
 
 // describeDecodeFailure says in words what libvips' message msg means for a file of the format.
