@@ -21,6 +21,13 @@ type ImageConfig struct {
 	// MaxFrames caps the pages (animation frames) a file may declare; files declaring more are
 	// refused from the header.
 	MaxFrames int
+	// MaxMetadataBytes caps the metadata a file may carry (EXIF, XMP, ICC profiles, comments and
+	// text: JPEG APPn/COM segments, PNG ancillary chunks, WebP and GIF metadata chunks and extensions,
+	// HEIF/AVIF metadata items and profiles, TIFF tags). Decoders hold it all in memory whatever the
+	// picture's size, so a file carrying more is refused from a walk over its structure before any
+	// decoder reads it (image_metadata.go). A camera's JPEG carries up to about 1 MB (MakerNotes and a
+	// thumbnail), a print profile a few MB.
+	MaxMetadataBytes int64
 	// AnimationMaxFrames and AnimationMaxPixels are the budget of an animated GIF or WebP kept as
 	// an animation: at most that many frames, and at most that many pixels over all frames of the
 	// high variant (its frame size × frames; it is held decoded in memory, 4 bytes a pixel).
@@ -41,13 +48,14 @@ type ImageConfig struct {
 	HEIFDecodePixels int64
 }
 
-// DefaultImageConfig returns the defaults: 50 MP, 1000 frames, animations of up to 300 frames and
-// 25 MP over the frames of the high variant (100 MiB decoded), 2048/1024/480 px at Q 82/78/72,
-// effort 2 (measured 1.5–1.6× faster than 4 with 1.2 % smaller files on a 12 MP JPEG: bench/RESULTS.md).
+// DefaultImageConfig returns the defaults: 50 MP, 1000 frames, 16 MiB of metadata, animations of up
+// to 300 frames and 25 MP over the frames of the high variant (100 MiB decoded), 2048/1024/480 px at
+// Q 82/78/72, effort 2 (measured 1.5–1.6× faster than 4 with 1.2 % smaller files on a 12 MP JPEG: bench/RESULTS.md).
 func DefaultImageConfig() ImageConfig {
 	return ImageConfig{
-		MaxPixels: 50_000_000,
-		MaxFrames: 1000,
+		MaxPixels:        50_000_000,
+		MaxFrames:        1000,
+		MaxMetadataBytes: 16 << 20,
 
 		AnimationMaxFrames: 300,
 		AnimationMaxPixels: 25_000_000,
@@ -71,6 +79,8 @@ func (c ImageConfig) Validate() error {
 		return fmt.Errorf("image max pixels must be positive, got %d", c.MaxPixels)
 	case c.MaxFrames <= 0:
 		return fmt.Errorf("image max frames must be positive, got %d", c.MaxFrames)
+	case c.MaxMetadataBytes <= 0:
+		return fmt.Errorf("image max metadata bytes must be positive, got %d", c.MaxMetadataBytes)
 	case c.Low <= 0 || c.Medium < c.Low || c.High < c.Medium:
 		return fmt.Errorf("image sizes must satisfy high >= medium >= low > 0, got %d/%d/%d",
 			c.High, c.Medium, c.Low)
@@ -173,6 +183,10 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		return ImageResult{}, err
 	}
 	sn := sniffImage(srcPath)
+	// Before any decoder, libvips' or ffmpeg's, reads the file: they hold its metadata in memory.
+	if err := im.checkMetadata(srcPath, sn); err != nil {
+		return ImageResult{}, err
+	}
 	if im.viaFFmpeg(sn) {
 		return im.transformAnimation(ctx, srcPath, outDir, sn)
 	}
