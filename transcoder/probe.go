@@ -172,7 +172,36 @@ func (v *Videos) checkLimits(p probed) error {
 	if d := time.Duration(i.Duration * float64(time.Second)); d > v.cfg.MaxDuration {
 		return badInput(fmt.Sprintf("video is %s long, limit is %s", d.Round(time.Second), v.cfg.MaxDuration), nil)
 	}
+	if w, h := v.encodedSize(i.Width, i.Height); !v.canRemux(p) && max(w, h) > maxH264Side {
+		// A thin strip within the pixel limit, too long for libx264, which would fail on it with
+		// words that read as a damaged file.
+		if w == i.Width && h == i.Height {
+			return badInput(fmt.Sprintf("video is %d×%d, limit is %d pixels on a side", i.Width, i.Height, maxH264Side), nil)
+		}
+		return badInput(fmt.Sprintf("video is %d×%d and would be encoded as %d×%d, limit is %d pixels on a side",
+			i.Width, i.Height, w, h, maxH264Side), nil)
+	}
 	return nil
+}
+
+// maxH264Side is the longest side libx264 encodes.
+const maxH264Side = 16384
+
+// encodedSize is the frame size encode's scale filter makes of a w×h source (as displayed): the
+// short edge even, at least 2 and at most MaxHeight, the long edge following at an even size
+// (ffmpeg's -2, rounded to nearest as av_rescale does).
+func (v *Videos) encodedSize(w, h int) (int, int) {
+	short := func(n int) int { return min(v.cfg.MaxHeight, max(2, n/2*2)) }
+	follow := func(long, fromShort, toShort int) int {
+		num, den := int64(toShort)*int64(long), int64(fromShort)*2
+		return int((num+den/2)/den) * 2
+	}
+	if w >= h {
+		oh := short(h)
+		return follow(w, h, oh), oh
+	}
+	ow := short(w)
+	return ow, follow(h, w, ow)
 }
 
 // regularFile returns path made absolute and its file info; anything but a regular file is an

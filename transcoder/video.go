@@ -391,8 +391,10 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, poster string, posterAt float64) error {
 	threads := strconv.Itoa(v.cfg.Threads)
 	args := v.inputArgs(src)
-	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge. ffmpeg
-	// has already applied any rotation, so iw×ih is the displayed size. The split's second branch
+	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge, except
+	// that a short edge of 1 px (a valid video, a 1-pixel-wide strip) becomes 2 px, the least
+	// yuv420p holds, the long edge following. ffmpeg has already applied any rotation, so iw×ih is
+	// the displayed size. The split's second branch
 	// drops frames before posterAt and ends after one (trim's end_frame counts the frames it is
 	// given), so the poster output closes early and the encode goes on alone.
 	m := strconv.Itoa(v.cfg.MaxHeight)
@@ -402,7 +404,7 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 	if p.interlaced {
 		graph += "bwdif=mode=send_frame:deint=interlaced,"
 	}
-	graph += fmt.Sprintf("scale=w='if(gte(iw,ih),-2,min(%s,trunc(iw/2)*2))':h='if(gte(iw,ih),min(%s,trunc(ih/2)*2),-2)'", m, m)
+	graph += fmt.Sprintf("scale=w='if(gte(iw,ih),-2,min(%s,max(2,trunc(iw/2)*2)))':h='if(gte(iw,ih),min(%s,max(2,trunc(ih/2)*2)),-2)'", m, m)
 	graph += colourFilters(p)
 	if poster != "" {
 		graph += fmt.Sprintf(",split=2[video][p];[p]trim=start=%.3f,trim=end_frame=1,scale=w='min(%d,iw)':h=-2[poster]",

@@ -185,3 +185,24 @@ func TestVideoHLS(t *testing.T) {
 
 // TestVideoCancelKillsFFmpeg cancels a transcode while ffmpeg runs and checks that nothing of its
 // process group is left.
+
+// TestVideoTooLongASideIsRefusedClearly: a strip within the pixel limit but longer than libx264
+// encodes (16384 pixels on a side), once the short edge is made at least 2, is refused with its size
+// and the limit, not as a video that "could not be decoded".
+func TestVideoTooLongASideIsRefusedClearly(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		w, h int
+		want string
+	}{
+		{20000, 2, "video is 20000×2, limit is 16384 pixels on a side"},
+		{1, 9000, "video is 1×9000 and would be encoded as 2×18000, limit is 16384 pixels on a side"},
+	} {
+		src := testenv.MakeThinVideo(t, dir, fmt.Sprintf("strip_%dx%d.mkv", tc.w, tc.h), tc.w, tc.h)
+		_, err := v.Transform(context.Background(), src, t.TempDir())
+		if !transcoder.IsBadInput(err) || err.Error() != tc.want {
+			t.Errorf("%d×%d: got %v, want %q", tc.w, tc.h, err, tc.want)
+		}
+	}
+}

@@ -442,3 +442,34 @@ func TestVideoOutputSizeIsTheFrameSize(t *testing.T) {
 		})
 	}
 }
+
+// TestVideoOnePixelWide: a valid video a pixel wide (or high) is encoded, not refused as damaged.
+// H.264 in yuv420p needs even sides of at least 2, so the short edge becomes 2 and the long edge
+// follows; an odd side is rounded down to even as before.
+func TestVideoOnePixelWide(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		w, h, wantW, wantH int
+	}{
+		{1, 64, 2, 128},
+		{64, 1, 128, 2},
+		{1, 1, 2, 2},
+		{3, 64, 2, 42},
+	} {
+		src := testenv.MakeThinVideo(t, dir, fmt.Sprintf("thin_%dx%d.mp4", tc.w, tc.h), tc.w, tc.h)
+		out := t.TempDir()
+		res, err := v.Transform(context.Background(), src, out)
+		if err != nil {
+			t.Errorf("%d×%d: %v (%s)", tc.w, tc.h, err, transcoder.ErrorDetail(err))
+			continue
+		}
+		if res.Source.Width != tc.w || res.Source.Height != tc.h {
+			t.Errorf("%d×%d: source described as %d×%d", tc.w, tc.h, res.Source.Width, res.Source.Height)
+		}
+		checkMP4(t, res, out, tc.wantW, tc.wantH, false)
+		if res.PosterPath == "" {
+			t.Errorf("%d×%d: no poster (%v)", tc.w, tc.h, res.PosterErr)
+		}
+	}
+}
