@@ -1,5 +1,5 @@
 # Convenience targets; the README's two commands are scripts/run.sh and scripts/test.sh.
-.PHONY: run test build lint fuzz short bench faults faults-long
+.PHONY: run test build lint fuzz short bench faults faults-long faults-stranded
 
 build:
 	go build -o bin/mediaworker ./cmd/mediaworker
@@ -36,3 +36,12 @@ faults:
 # CI runs the same test at 60 requests and 30 s.
 faults-long:
 	MW_FAULTS_LONG_OUTAGE=1 go test -count=1 -timeout 30m -v -run TestAccountingThroughALongClamdOutageAndLostAcks ./faults/
+
+# Issue 25's crash loops, each MW_FAULTS_STRANDED_RUNS times (100 unless set) beside CPU and I/O load: a
+# worker SIGKILLed mid-transcode with its embedded server and restarted on the same data dir, and an
+# external nats-server SIGKILLed mid-job and restarted; every request answered exactly once, none left
+# in the work queue. About 5 minutes for the embedded loop and 20 for the external one (after a broker
+# restart a pull waits out its 10 s before pulling again); CI runs 6 and 4 iterations.
+faults-stranded:
+	MW_FAULTS_STRANDED_RUNS=$${MW_FAULTS_STRANDED_RUNS:-100} MW_FAULTS_STRANDED_LOAD=1 go test -count=1 -timeout 90m -v \
+		-run 'TestKilledWithItsEmbeddedServerIsAnsweredOnce|TestExternalServerKilledMidJobIsAnsweredOnce' ./faults/
