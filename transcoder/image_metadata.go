@@ -384,8 +384,20 @@ func (w *walker) skip(n int64) error {
 	return nil
 }
 
-// seekTo moves forward to offset off (a box's end, say).
-func (w *walker) seekTo(off int64) error { return w.skip(off - w.offset()) }
+// seekTo moves to offset off (a box's end, say), back too: a box whose entries overran it is left
+// at its declared end.
+func (w *walker) seekTo(off int64) error {
+	if off >= w.offset() {
+		return w.skip(off - w.offset())
+	}
+	if off < 0 {
+		return errStructure
+	}
+	w.lo, w.hi = 0, 0
+	pos, err := w.r.Seek(off, io.SeekStart)
+	w.pos = pos
+	return err
+}
 
 // skipTo moves forward to the next byte c, reading through the file.
 func (w *walker) skipTo(c byte) error {

@@ -2,6 +2,7 @@ package transcoder
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"os"
 )
@@ -41,7 +42,7 @@ func bmffMetadata(w *walker, t *metadataTally) error {
 			if err := w.seekTo(body + 4); err != nil { // version and flags
 				return err
 			}
-			if err := heifMeta(w, end, items, lengths, t); err != nil {
+			if err := heifMeta(w, end, items, lengths, t); err != nil && !errors.Is(err, errStructure) {
 				return err
 			}
 		}
@@ -51,7 +52,9 @@ func bmffMetadata(w *walker, t *metadataTally) error {
 	}
 }
 
-// heifMeta walks the children of the file's meta box up to end.
+// heifMeta walks the children of the file's meta box up to end. A child that makes no sense inside
+// is left at its end, and the walk goes on with the next: libheif reads a box's declared entries and
+// skips the rest, so bytes a walk stops at must not hide the boxes after them.
 func heifMeta(w *walker, end int64, items map[uint32]bool, lengths map[uint32]int64, t *metadataTally) error {
 	for w.offset() < end {
 		typ, _, boxEnd, err := w.box(end)
@@ -66,7 +69,7 @@ func heifMeta(w *walker, end int64, items map[uint32]bool, lengths map[uint32]in
 		case "iprp":
 			err = heifProfiles(w, boxEnd, t)
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, errStructure) {
 			return err
 		}
 		if err := w.seekTo(boxEnd); err != nil {
@@ -76,24 +79,20 @@ func heifMeta(w *walker, end int64, items map[uint32]bool, lengths map[uint32]in
 	return nil
 }
 
-// heifItemInfos reads iinf's infe boxes and notes the metadata items' IDs.
+// heifItemInfos reads iinf's infe boxes, as many as it declares, and notes the metadata items' IDs.
 func heifItemInfos(w *walker, end int64, items map[uint32]bool) error {
 	v, err := w.next(4)
 	if err != nil {
 		return err
 	}
-	if v[0] == 0 {
-		err = w.skip(2) // entry count; the boxes themselves say how many there are
-	} else {
-		err = w.skip(4)
-	}
+	count, err := w.uint(2 + 2*min(int(v[0]), 1)) // 16 bits in version 0, 32 after
 	if err != nil {
 		return err
 	}
-	for seen := 0; w.offset() < end; seen++ {
-		if seen >= maxHEIFItems {
-			return errStructure
-		}
+	if count > maxHEIFItems {
+		return errStructure
+	}
+	for range count {
 		typ, _, boxEnd, err := w.box(end)
 		if err != nil {
 			return err

@@ -200,3 +200,49 @@ func FuzzMeasureMetadata(f *testing.F) {
 		}
 	})
 }
+
+func TestMetadataWalkHEIF(t *testing.T) {
+	u16 := func(v int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(v)) }
+	u32 := func(v int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+	infe := func(id int, typ string) []byte { return box("infe", []byte{2, 0, 0, 0}, u16(id), u16(0), []byte(typ), []byte{0}) }
+	// iloc version 1, 4-byte offsets and lengths, a 4-byte base offset: item 1 (the picture) and
+	// item 2 (EXIF), one extent each.
+	iloc := func(base, exifAt, exifLen int) []byte {
+		return box("iloc", []byte{1, 0, 0, 0, 0x44, 0x40}, u16(2),
+			u16(1), u16(0), u16(0), u32(base), u16(1), u32(0), u32(100),
+			u16(2), u16(0), u16(0), u32(base), u16(1), u32(exifAt), u32(exifLen))
+	}
+	iinf := func(trailing []byte) []byte {
+		return box("iinf", []byte{0, 0, 0, 0}, u16(2), infe(1, "av01"), infe(2, "Exif"), trailing)
+	}
+	iprp := box("iprp", box("ipco", box("ispe", make([]byte, 12)), box("colr", []byte("prof"), make([]byte, 3000)), box("colr", []byte("nclx"), make([]byte, 7))))
+	const exif = 5000
+	build := func(ilocFirst bool, trailing []byte, exifLen, mdat int) []byte {
+		ftyp := box("ftyp", []byte("avif\x00\x00\x00\x00avifmif1"))
+		meta := func(base int) []byte {
+			kids := [][]byte{{0, 0, 0, 0}, box("pitm", []byte{0, 0, 0, 0}, u16(1)), iinf(trailing), iloc(base, 100, exifLen), iprp}
+			if ilocFirst {
+				kids[2], kids[3] = kids[3], kids[2]
+			}
+			return box("meta", kids...)
+		}
+		base := len(ftyp) + len(meta(0)) + 8 // the mdat's payload
+		return bytes.Join([][]byte{ftyp, meta(base), box("mdat", make([]byte, mdat))}, nil)
+	}
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		bytes int64
+	}{
+		{"iinf before iloc", build(false, nil, exif, 100+exif), exif + 3000},
+		{"iloc before iinf", build(true, nil, exif, 100+exif), exif + 3000},
+		// libheif reads the entries iinf declares and skips the rest: iloc after it is still read.
+		{"bytes after iinf's entries", build(false, []byte("junk after the entries"), exif, 100+exif), exif + 3000},
+		{"an EXIF item running past the end of the file", build(false, nil, 1<<30, 100+exif), exif + 3000},
+	} {
+		m := measureBytes(t, tc.data, "AVIF")
+		if m.bytes != tc.bytes || m.segments != 2 {
+			t.Errorf("%s: %d bytes in %d items, want %d in 2 (the EXIF item and the ICC profile)", tc.name, m.bytes, m.segments, tc.bytes)
+		}
+	}
+}
