@@ -204,7 +204,9 @@ func FuzzMeasureMetadata(f *testing.F) {
 func TestMetadataWalkHEIF(t *testing.T) {
 	u16 := func(v int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(v)) }
 	u32 := func(v int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
-	infe := func(id int, typ string) []byte { return box("infe", []byte{2, 0, 0, 0}, u16(id), u16(0), []byte(typ), []byte{0}) }
+	infe := func(id int, typ string) []byte {
+		return box("infe", []byte{2, 0, 0, 0}, u16(id), u16(0), []byte(typ), []byte{0})
+	}
 	// iloc version 1, 4-byte offsets and lengths, a 4-byte base offset: item 1 (the picture) and
 	// item 2 (EXIF), one extent each.
 	iloc := func(base, exifAt, exifLen int) []byte {
