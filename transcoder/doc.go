@@ -8,10 +8,11 @@
 // and returns a result or an *Error that says whether the input is to blame (IsBadInput).
 //
 // Every input is untrusted: images are refused on their header's pixel count, and on the metadata
-// their structure carries (image_metadata.go), before any decoding, and only six loaders are allowed;
-// the source's metadata never reaches the encoder; ffmpeg reads only local files in a few whitelisted containers, under
-// address-space, CPU-time and file-size limits set by prlimit(1) before it starts, in its own process
-// group that is killed when the context ends. See DESIGN.md, "Untrusted input", and SECURITY.md.
+// their structure carries (image_metadata.go), before any decoding, only six loaders are allowed, and
+// none of the source's metadata reaches the encoder; ffmpeg reads only local files in a few
+// whitelisted containers, under address-space, CPU-time and file-size limits set by prlimit(1) before
+// it starts, in its own process group that is killed when the context ends. See DESIGN.md, "Untrusted
+// input", and SECURITY.md.
 //
 // libvips puts any temporary files under TMPDIR, which is process-global: the worker exports its
 // --tmp-dir as TMPDIR at start, before the first image loads libvips. ffmpeg and ffprobe run with the job's
