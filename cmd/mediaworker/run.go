@@ -145,6 +145,7 @@ func bindRun(c *command, cfg *app.Config) {
 	durationVar(fs, &cfg.MaxSignatureAge, "max-signature-age", "readiness fails when clamd's official signatures are older (0: never); a dev database is not judged")
 
 	fs.Int64Var(&cfg.Images.MaxPixels, "max-pixels", cfg.Images.MaxPixels, "refuse images whose header declares more pixels (width × height × frames)")
+	fs.Int64Var(&cfg.Images.MaxMetadataBytes, "max-image-metadata-bytes", cfg.Images.MaxMetadataBytes, "refuse images carrying more metadata (EXIF, XMP, colour profiles, comments), in bytes, before any decoder reads it")
 	fs.IntVar(&cfg.Images.High, "image-high", cfg.Images.High, "long edge of the high WebP")
 	fs.IntVar(&cfg.Images.Medium, "image-medium", cfg.Images.Medium, "long edge of the medium WebP")
 	fs.IntVar(&cfg.Images.Low, "image-low", cfg.Images.Low, "long edge of the low WebP")
