@@ -234,3 +234,34 @@ func uuidLike(t *testing.T) string {
 	t.Helper()
 	return testenv.NewRequest(bucket, "x").MediaID
 }
+
+// Issue 24 items 9 and 11 (the media's part), against the built binary: a small picture carrying 45 MB
+// of EXIF is refused before a decoder reads it, naming the metadata; a 60000×60000 AVIF says it is over
+// the pixel limit, not "truncated"; a valid 1-pixel-wide video is transcoded, not "damaged".
+func TestHostileMediaGetAnswersThatFit(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, nil, 1)
+	dir := t.TempDir()
+
+	bomb := c.submit(testenv.MakeJPEGWithSegments(t, dir, "bomb.jpg", 0xE1, 700, 65533), "u/bomb.jpg")
+	avif := c.submit(testenv.MakeAVIFDeclaring(t, dir, "huge.avif", 60000, 60000), "u/huge.avif")
+	thin := c.submit(testenv.MakeThinVideo(t, dir, "thin.mp4", 1, 64), "u/thin.mp4")
+	l.await([]string{bomb, avif, thin}, 2*time.Minute)
+
+	if r := l.one(bomb); r.Success || !strings.Contains(r.Error, "metadata") || !strings.Contains(r.Error, "16 MiB") {
+		t.Errorf("45 MB of EXIF: %+v; want a refusal naming the metadata and its limit", r)
+	}
+	if r := l.one(avif); r.Success || !strings.Contains(r.Error, "60000×60000") || strings.Contains(r.Error, "truncated") {
+		t.Errorf("a 60000×60000 AVIF: %+v; want the pixel limit", r)
+	}
+	r := l.one(thin)
+	if !r.Success || r.Metadata == nil || r.Metadata.Width < 1 {
+		t.Fatalf("a 1-pixel-wide video: %+v; want it transcoded", r)
+	}
+	if info := l.consumer(); info.NumRedelivered != 0 {
+		t.Errorf("%d redeliveries: a refusal was retried", info.NumRedelivered)
+	}
+}
