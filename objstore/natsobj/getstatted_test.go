@@ -15,25 +15,37 @@ import (
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/objstore/natsobj"
 )
 
 // apiCalls records the JetStream API requests the store's connection makes, as the server sees them:
 // a plain subscriber on $JS.API.> receives every request beside the server's own handler.
 type apiCalls struct {
 	nc   *nats.Conn
+	from string // "": every request; else only those whose reply inbox starts with it
 	mu   sync.Mutex
 	subs []string
 }
 
 func watchAPI(t *testing.T, js jetstream.JetStream) *apiCalls {
+	return watchAPIFrom(t, js, "")
+}
+
+// watchAPIFrom records only the requests of the connection whose inbox prefix is from: a request
+// reaches the watcher's connection in its own time, possibly after the requester had its answer, so
+// requests of another connection (a Put's, a Stat's) may arrive late and must not be counted.
+func watchAPIFrom(t *testing.T, js jetstream.JetStream, from string) *apiCalls {
 	t.Helper()
 	nc, err := nats.Connect(js.Conn().ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	a := &apiCalls{nc: nc}
+	a := &apiCalls{nc: nc, from: from}
 	if _, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Reply, a.from) {
+			return
+		}
 		a.mu.Lock()
 		a.subs = append(a.subs, m.Subject)
 		a.mu.Unlock()
@@ -60,29 +72,47 @@ func (a *apiCalls) take(t *testing.T) []string {
 	return out
 }
 
-// await waits until a request whose subject contains part was seen, and forgets everything seen so far.
-func (a *apiCalls) await(t *testing.T, part string) {
-	t.Helper()
-	var seen []string
-	testenv.Eventually(t, 5*time.Second, func() error {
-		seen = append(seen, a.take(t)...)
-		for _, s := range seen {
-			if strings.Contains(s, part) {
-				return nil
-			}
-		}
-		return fmt.Errorf("no request on %q among %q", part, seen)
-	})
-}
-
 // TestGetStatted: reading the version a Stat found skips the second metadata lookup — a one-chunk
 // object is one direct get of its chunk, several chunks still go through an ordered consumer — and
 // reads the same bytes as Get; tampered data is refused; a version overwritten or deleted since the
 // Stat is read (or reported missing) exactly as Get would.
+// awaitCalls takes requests until done says the ones awaited have all arrived (they may arrive after
+// the call that made them returned), and returns them.
+func (a *apiCalls) awaitCalls(t *testing.T, done func([]string) bool) []string {
+	t.Helper()
+	var calls []string
+	testenv.Eventually(t, 5*time.Second, func() error {
+		calls = append(calls, a.take(t)...)
+		if !done(calls) {
+			return fmt.Errorf("requests so far: %q", calls)
+		}
+		return nil
+	})
+	return append(calls, a.take(t)...)
+}
+
 func TestGetStatted(t *testing.T) {
 	js, s := mediaStore(t)
 	ctx := t.Context()
-	api := watchAPI(t, js)
+	// GetStatted reads through a connection of its own, so the watcher counts its requests alone.
+	rc, err := nats.Connect(js.Conn().ConnectedUrl(), nats.CustomInboxPrefix("_GETSTATTED"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	rjs, err := jetstream.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := newStore(t, rjs, natsobj.DefaultConfig())
+	api := watchAPIFrom(t, js, "_GETSTATTED.")
+	// The reader opens the bucket on first use; that is not GetStatted's cost.
+	if err := reader.EnsureBucket(ctx, "media"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Stat(ctx, "media", "absent"); err == nil {
+		t.Fatal("a Stat of an absent key found it")
+	}
 	stream, err := js.Stream(ctx, "OBJ_media")
 	if err != nil {
 		t.Fatal(err)
@@ -101,15 +131,20 @@ func TestGetStatted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The Stat's own metadata lookup reaches the watcher on its connection, which may be after
-			// the Stat returned: wait for it, so it is not counted as GetStatted's.
-			api.await(t, ".$O.media.M.")
+			api.take(t)
 			var got bytes.Buffer
-			n, err := objstore.GetStatted(ctx, s, info, &got)
+			n, err := objstore.GetStatted(ctx, reader, info, &got)
 			if err != nil || n != int64(size) || !bytes.Equal(got.Bytes(), data) {
 				t.Fatalf("GetStatted = %d, %v (same bytes: %v)", n, err, bytes.Equal(got.Bytes(), data))
 			}
-			calls := api.take(t)
+			calls := api.awaitCalls(t, func(calls []string) bool {
+				for _, c := range calls {
+					if strings.HasPrefix(c, "$JS.API.DIRECT.GET.OBJ_media.$O.media.C.") || strings.HasPrefix(c, "$JS.API.CONSUMER.CREATE.") {
+						return true
+					}
+				}
+				return false
+			})
 			for _, c := range calls {
 				if strings.Contains(c, ".$O.media.M.") {
 					t.Errorf("GetStatted looked the metadata up again: %s", c)
