@@ -145,6 +145,12 @@ func (c Config) Validate() error {
 	add("pipeline", c.Pipeline.Validate())
 	add("images", c.Images.Validate())
 	add("videos", c.Videos.Validate())
+	if c.Pipeline.MaxTransformTime < c.Videos.MaxCPUTime {
+		// Wall-clock time is never the input's fault: the cap must not stop a transform before the CPU
+		// limit, which is, could (one thread of it on a core of its own).
+		errs = append(errs, fmt.Errorf("max transform time %s is below the video max cpu time %s: a transform could be stopped before it used the CPU time it may",
+			c.Pipeline.MaxTransformTime, c.Videos.MaxCPUTime))
+	}
 	add("url signing", c.URLSigning.Validate())
 	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--scan-api-stall-timeout %s must not be negative", c.ScanAPI.StallTimeout))

@@ -74,26 +74,32 @@ type Config struct {
 	MinFreeBytes int64
 	DiskFactor   float64
 
-	// JobTimeout caps each phase of a job: fetching (stat, download, scan), transforming and storing
-	// (upload). A transform over it is the input's fault (permanent); a fetch or upload over it is a
-	// stall (transient). Videos' transforms get less: VideoTimeoutBase plus VideoTimeoutPerSecond for
-	// every second of input, so a stuck ffmpeg is killed long before the cap.
-	JobTimeout            time.Duration
-	VideoTimeoutBase      time.Duration
-	VideoTimeoutPerSecond time.Duration
+	// JobTimeout is the stall interval (--job-timeout): how long a phase may go without progress.
+	// Fetching (stat, download, scan, detect) and storing (upload) move their bytes in calls that do
+	// not report, so each of those phases gets JobTimeout as a whole; a video's transform gets it from
+	// its last sign of progress (watch: ffmpeg's position advanced, or a tool used CPU time), however
+	// long it runs in all. Running out is a stall, never the input's fault: transient, retried with
+	// backoff. What makes a transform the input's fault is its CPU time (the transcoder's RLIMIT_CPU
+	// budgets) or a declared limit, which are the same on an idle machine and a busy one.
+	JobTimeout time.Duration
+	// MaxTransformTime (--max-transform-time) caps a transform's wall-clock time however it
+	// progresses, so a tool that keeps moving forever still ends. It is far above any CPU budget (an
+	// encode may use at most --video-max-cpu-time of CPU, 2 h, and a 10 s clip 10 min): only a
+	// machine too busy to give a transform a fraction of a core gets there, so running out is retried
+	// like a stall. An image's transform has no other bound in time: see enter.
+	MaxTransformTime time.Duration
 }
 
 // DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir with 256 MiB kept
-// free, a 30-minute cap per job and 2 min + 4 s per second of video.
+// free, 30 minutes without progress for a stall and 6 hours at most for a transform.
 func DefaultConfig() Config {
 	return Config{
-		TmpDir:                os.TempDir(),
-		MaxInputBytes:         500 << 20,
-		MinFreeBytes:          256 << 20,
-		DiskFactor:            3,
-		JobTimeout:            30 * time.Minute,
-		VideoTimeoutBase:      2 * time.Minute,
-		VideoTimeoutPerSecond: 4 * time.Second,
+		TmpDir:           os.TempDir(),
+		MaxInputBytes:    500 << 20,
+		MinFreeBytes:     256 << 20,
+		DiskFactor:       3,
+		JobTimeout:       30 * time.Minute,
+		MaxTransformTime: 6 * time.Hour,
 	}
 }
 
@@ -108,8 +114,11 @@ func (c Config) Validate() error {
 	if c.MinFreeBytes < 0 || c.DiskFactor < 1 {
 		return fmt.Errorf("min free bytes must not be negative and disk factor must be at least 1, got %d and %g", c.MinFreeBytes, c.DiskFactor)
 	}
-	if c.JobTimeout <= 0 || c.VideoTimeoutBase <= 0 || c.VideoTimeoutPerSecond < 0 {
-		return fmt.Errorf("job timeout and video timeout base must be positive")
+	if c.JobTimeout <= 0 {
+		return fmt.Errorf("job timeout must be positive, got %s", c.JobTimeout)
+	}
+	if c.MaxTransformTime < c.JobTimeout {
+		return fmt.Errorf("max transform time %s must be at least the job timeout %s (the stall interval)", c.MaxTransformTime, c.JobTimeout)
 	}
 	if c.QuarantineBucket != "" {
 		if err := contracts.ValidateBucket(c.QuarantineBucket); err != nil {
@@ -187,9 +196,10 @@ type step struct {
 }
 
 // phase groups steps under one time budget. Fetching (stat, download, scan, detect) and storing
-// (upload) wait on the store, clamd and NATS: running out of time there is a stall, transient, and
-// the job runs again. Transforming is the job's own work: its budget (the video limit, at most
-// --job-timeout) is the only one whose end is the input's fault.
+// (upload) wait on the store, clamd and NATS: each gets --job-timeout as a whole. Transforming is the
+// job's own work: it may take as long as it keeps moving (a stall is --job-timeout without progress),
+// up to MaxTransformTime. Running out of time is a stall in every phase, transient: the job runs again.
+// Only CPU time (RLIMIT_CPU, in the transcoder) or a declared limit makes a transform the input's fault.
 type phase int
 
 const (
@@ -198,10 +208,12 @@ const (
 	storing
 )
 
-// ErrJobTimeout is the cause of a transform cancelled for taking longer than its budget.
-var ErrJobTimeout = errors.New("transform took longer than its time limit")
+// ErrJobTimeout is the cause of a transform cancelled at MaxTransformTime, moving or not: transient,
+// like a stall (wall-clock time is never the input's fault).
+var ErrJobTimeout = errors.New("transform ran past the longest a transform may take")
 
-// ErrStalled is the cause of a fetch or an upload cancelled for taking longer than --job-timeout.
+// ErrStalled is the cause of a phase cancelled for making no progress: a fetch or an upload that took
+// longer than --job-timeout, or a transform without a sign of progress for --job-timeout.
 var ErrStalled = errors.New("stalled")
 
 // Process runs one validated request of lane (image or video) to its outcome. An upload that turns
@@ -259,42 +271,50 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 	return j.out
 }
 
-// enter starts a phase: its context carries the phase's budget and is cancelled when the next phase
-// starts or the job ends.
+// enter starts a phase: its context carries the phase's time budget (the stall interval, and for a
+// transform the watchdog and MaxTransformTime) and is cancelled when the next phase starts or the job
+// ends. The limit it returns is the stall interval, for stopped's message.
+//
+// An image's transform is not watched: it runs in libvips, in this process, where a call cannot be
+// interrupted (cancelling one frees nothing until it returns, and throws the finished work away) and
+// reports nothing while it runs; its cost is bounded by the pixel, frame and metadata limits checked
+// before any pixel is decoded. So a slow image on a busy machine finishes, however long its calls
+// take; MaxTransformTime still applies between them.
 func (p *Pipeline) enter(j *job, ph phase) (context.Context, time.Duration) {
 	if j.endPhase != nil {
 		j.endPhase()
 	}
-	limit, cause := p.budget(j, ph), ErrStalled
-	if ph == transforming {
-		cause = ErrJobTimeout
+	if ph != transforming {
+		ctx, cancel := context.WithTimeoutCause(j.ctx, p.cfg.JobTimeout, ErrStalled)
+		j.endPhase = cancel
+		return ctx, p.cfg.JobTimeout
 	}
-	ctx, cancel := context.WithTimeoutCause(j.ctx, limit, cause)
+	ctx, cancel := context.WithTimeoutCause(j.ctx, p.cfg.MaxTransformTime, ErrJobTimeout)
 	j.endPhase = cancel
-	return ctx, limit
-}
-
-// budget is the time a phase may take: --job-timeout, or for a video's transform its own limit
-// (2 min + 4 s per second of input), so a stuck encoder is killed in minutes, not at the cap.
-func (p *Pipeline) budget(j *job, ph phase) time.Duration {
-	if ph == transforming && j.probe != nil {
-		limit := p.cfg.VideoTimeoutBase + time.Duration(j.probe.Info.Duration*float64(p.cfg.VideoTimeoutPerSecond))
-		return min(limit, p.cfg.JobTimeout)
+	if j.kind == Video {
+		wctx, stop := watch(ctx, p.cfg.JobTimeout)
+		ctx, j.endPhase = wctx, func() { stop(); cancel() }
 	}
-	return p.cfg.JobTimeout
+	return ctx, p.cfg.JobTimeout
 }
 
-// stopped explains a step whose context ended: a transform over its budget is the input's fault
-// (permanent); a stall of the store, clamd or NATS, a shutdown or a lost delivery is not.
+// stopped explains a step whose context ended: a stall (of the store, clamd or NATS while fetching or
+// storing, of a media tool or the machine while transforming), a transform at MaxTransformTime, a
+// shutdown or a lost delivery. None of them is the input's fault: all are transient.
 func (p *Pipeline) stopped(ctx context.Context, stage string, limit time.Duration) error {
 	cause := context.Cause(ctx)
+	within := limit.Round(time.Millisecond)
 	switch {
 	case errors.Is(cause, ErrJobTimeout):
-		return permanent(stage, fmt.Errorf("processing took longer than the limit of %s", limit.Round(time.Millisecond)))
+		most := p.cfg.MaxTransformTime
+		return transientSaid(stage, fmt.Sprintf("still running after %s, the longest a transform may take (the machine is far too busy); will retry", most),
+			fmt.Errorf("%w: still running after %s (--max-transform-time); will retry", ErrJobTimeout, most))
+	case errors.Is(cause, ErrStalled) && stage == "transforming":
+		return transientSaid(stage, fmt.Sprintf("the media tool made no progress within %s (it stalled, or the machine is too busy to run it); will retry", within),
+			fmt.Errorf("%w: no progress within %s (ffmpeg's position did not advance and it used no CPU time); will retry", ErrStalled, within))
 	case errors.Is(cause, ErrStalled):
-		within := limit.Round(time.Millisecond)
 		return transientSaid(stage, fmt.Sprintf("no progress within %s (a slow or stalled object store, virus scanner or NATS server)", within),
-			fmt.Errorf("no progress within %s (a slow or stalled store, clamd or NATS); will retry", within))
+			fmt.Errorf("%w: no progress within %s (a slow or stalled store, clamd or NATS); will retry", ErrStalled, within))
 	}
 	return transientSaid(stage, jobStopped, fmt.Errorf("job stopped: %w", cause))
 }
@@ -407,7 +427,7 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	if kind != Video {
 		return nil
 	}
-	// A video's deadline follows its length, so a stuck encoder is killed in minutes, not at the cap.
+	// The probe's duration is what the encode's CPU budget follows (transcoder's cpuBudget).
 	probe, err := p.probeVideo(ctx, j)
 	if err != nil {
 		if transcoder.IsBadInput(err) {

@@ -254,10 +254,12 @@ func TestClassification(t *testing.T) {
 		{"internal transform failure", func(f *fixture) { f.images.err = &transcoder.Error{Msg: "disk full"} }, Retry, "disk full", true},
 		{"upload fails", func(f *fixture) { f.store.failPut = errors.New("503 slow down") }, Retry, "uploading", true},
 		{"scratch disk short", func(f *fixture) { f.cfg.MinFreeBytes = 1 << 62 }, Retry, "this job needs", false},
+		// Wall-clock time is never the input's fault: a transform that runs past its cap is retried.
 		{"stuck transform", func(f *fixture) {
 			f.cfg.JobTimeout = 200 * time.Millisecond
+			f.cfg.MaxTransformTime = 200 * time.Millisecond
 			f.images.block = true
-		}, Failed, "processing took longer than the limit of", true},
+		}, Retry, "transforming: still running after 200ms", true},
 		// A store that stops answering is a stall: transient, never "took longer than the limit".
 		{"stalled store", func(f *fixture) {
 			f.cfg.JobTimeout = 200 * time.Millisecond

@@ -52,7 +52,11 @@ const undecodableVideo = "the video could not be decoded (damaged, cut off or in
 func (v *Videos) limitError(step string, te *toolError) *Error {
 	switch {
 	case te.hitCPULimit():
-		return badInputSaid(fmt.Sprintf("%s: the video needs more CPU time than the limit of %s", step, te.cpuLimit), te)
+		msg := fmt.Sprintf("%s: the video needs more CPU time than the limit of %s", step, te.cpuLimit)
+		if te.cpuRule != "" {
+			msg += " " + te.cpuRule
+		}
+		return badInputSaid(msg, te)
 	case te.signal == syscall.SIGXFSZ:
 		return badInputSaid(fmt.Sprintf("%s: the video would write a file larger than the limit of %d MiB",
 			step, (v.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
@@ -93,6 +97,7 @@ type toolError struct {
 	stderr   string
 	cpuUsed  time.Duration // user + system CPU time of the run
 	cpuLimit time.Duration // the RLIMIT_CPU it ran under
+	cpuRule  string        // how cpuLimit follows from the input, when it is not MaxCPUTime (cpuBudget)
 }
 
 // systemFailure reports whether stderr shows a failure of the machine rather than of the input.
@@ -147,7 +152,8 @@ func (e *toolError) Error() string {
 // run runs one tool on untrusted input: through prlimit(1) with the address-space, CPU-time (cpu),
 // file-size and core-dump limits set before the tool starts, in dir (the job's scratch directory),
 // with only PATH in its environment, stdin from /dev/null, in its own process group that is killed as
-// a whole when ctx ends, stderr's tail kept for the error.
+// a whole when ctx ends, stderr's tail kept for the error. While it runs, each growth of its CPU time
+// tells ctx's watchers that it moved (reportCPU).
 //
 // prlimit sets the limits on itself and then execs the tool, so the tool keeps prlimit's pid, process
 // group and limits. The CPU limit's soft and hard values are equal: the kernel sends SIGKILL, not
@@ -179,7 +185,12 @@ func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout
 		cmd.Stdout = stdout
 	}
 	tool := filepath.Base(bin)
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		stop := reportCPU(ctx, cmd.Process.Pid)
+		err = cmd.Wait()
+		stop()
+	}
 	if err == nil {
 		return nil
 	}

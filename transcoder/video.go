@@ -31,9 +31,21 @@ type VideoConfig struct {
 	MaxMemoryBytes int64
 	// MaxCPUTime is the CPU time (user + system, all threads; RLIMIT_CPU, whole seconds) one ffmpeg run
 	// may use; the kernel kills it at the limit and the input is refused, naming the limit. Probing
-	// and the poster get at most probeCPUTime. The job's context bounds wall-clock time; this bounds
-	// the work itself, per process, whatever the number of threads.
+	// and the poster get at most probeCPUTime; the encode and the remux at most CPUPerInputSecond's
+	// budget. CPU time, not wall-clock time, is what makes a transform the input's fault: it is the
+	// same on an idle machine and a busy one. (The pipeline's watchdog ends a run that stops moving,
+	// as a stall of the machine, never as the input's fault.)
 	MaxCPUTime time.Duration
+	// CPUPerInputSecond is the CPU time an encode (and a remux) may use per second of the input's
+	// duration, counted for cpuLeadIn more (start-up, the poster, the fast-start pass): a short clip
+	// that needs far more than its length justifies is refused long before MaxCPUTime. 0, or an input
+	// whose container does not give its duration: MaxCPUTime alone. Measured with the defaults
+	// (veryfast, 2 threads; 2-core VM, ffmpeg 5.1), in CPU-s per second of input: 0.62 for a 1080p30
+	// MPEG-4 clip, 4.7 for 8K30 HEVC at 80 Mbit/s, 5.2 for 4K30 10-bit PQ HEVC (tone-mapped), 7.3 for
+	// 1080p60 MPEG-4 full of grain at 740 Mbit/s, the costliest seen. The default, 30 s, is about 50
+	// times a plain 1080p clip and 4 times the costliest; from about 4 minutes of input on,
+	// MaxCPUTime is the lower limit.
+	CPUPerInputSecond time.Duration
 	// MaxHeight caps the output's short edge (the height of a landscape video, the width of a portrait
 	// one), so "1080p" means the same for phone videos shot upright. Videos are never enlarged.
 	MaxHeight int
@@ -62,24 +74,26 @@ type VideoConfig struct {
 
 // DefaultVideoConfig returns the defaults: ffmpeg/ffprobe/prlimit from PATH, ≤1080p H.264 CRF 23
 // veryfast, AAC 128k, 2 threads, at most 1 hour and 8K (7680×4320) in, at most 4 GiB out, 2 GiB of
-// address space and 2 hours of CPU time per ffmpeg run, HLS off (6 s segments when on).
+// address space and 2 hours of CPU time per ffmpeg run, 30 s of CPU time per second of input for an
+// encode, HLS off (6 s segments when on).
 func DefaultVideoConfig() VideoConfig {
 	return VideoConfig{
-		FFmpeg:         "ffmpeg",
-		FFprobe:        "ffprobe",
-		Prlimit:        "prlimit",
-		MaxMemoryBytes: 2 << 30,
-		MaxCPUTime:     2 * time.Hour,
-		MaxHeight:      1080,
-		CRF:            23,
-		Preset:         "veryfast",
-		AudioBitrate:   "128k",
-		Threads:        2,
-		MaxDuration:    time.Hour,
-		MaxPixels:      7680 * 4320,
-		HLSSegment:     6 * time.Second,
-		Remux:          true,
-		MaxOutputBytes: 4 << 30,
+		FFmpeg:            "ffmpeg",
+		FFprobe:           "ffprobe",
+		Prlimit:           "prlimit",
+		MaxMemoryBytes:    2 << 30,
+		MaxCPUTime:        2 * time.Hour,
+		CPUPerInputSecond: 30 * time.Second,
+		MaxHeight:         1080,
+		CRF:               23,
+		Preset:            "veryfast",
+		AudioBitrate:      "128k",
+		Threads:           2,
+		MaxDuration:       time.Hour,
+		MaxPixels:         7680 * 4320,
+		HLSSegment:        6 * time.Second,
+		Remux:             true,
+		MaxOutputBytes:    4 << 30,
 	}
 }
 
@@ -98,6 +112,8 @@ func (c VideoConfig) Validate() error {
 			minMemoryBytes>>20, c.MaxMemoryBytes)
 	case c.MaxCPUTime < time.Second:
 		return fmt.Errorf("video max cpu time must be at least 1s, got %s", c.MaxCPUTime)
+	case c.CPUPerInputSecond < 0:
+		return fmt.Errorf("video cpu per second must not be negative (0: only the max cpu time), got %s", c.CPUPerInputSecond)
 	case c.MaxHeight < 2:
 		return fmt.Errorf("video max height must be at least 2, got %d", c.MaxHeight)
 	case c.CRF < 0 || c.CRF > 51:
@@ -190,7 +206,27 @@ const (
 	// fileSizeMargin is what any file a tool writes may exceed MaxOutputBytes by (RLIMIT_FSIZE): -fs
 	// stops ffmpeg after the chunk that crosses the cap, and the fast-start pass adds the index.
 	fileSizeMargin = 64 << 20
+	// cpuLeadIn is how much longer than it is an input counts for its CPU budget (cpuBudget): what an
+	// encode costs beyond its frames (loading ffmpeg, setting up x264, the poster, the fast-start
+	// pass), which weighs most on the shortest clips.
+	cpuLeadIn = 10 * time.Second
 )
+
+// cpuBudget is the CPU time (RLIMIT_CPU) one run over an input of duration seconds may use:
+// CPUPerInputSecond for each second of it and of cpuLeadIn, in whole seconds, at most MaxCPUTime.
+// rule explains a budget below MaxCPUTime, for the refusal's message ("" when MaxCPUTime applies).
+func (v *Videos) cpuBudget(duration float64) (limit time.Duration, rule string) {
+	per := v.cfg.CPUPerInputSecond
+	if per <= 0 || duration <= 0 {
+		return v.cfg.MaxCPUTime, ""
+	}
+	want := time.Duration((duration + cpuLeadIn.Seconds()) * float64(per))
+	if want >= v.cfg.MaxCPUTime {
+		return v.cfg.MaxCPUTime, ""
+	}
+	limit = max((want + time.Second - 1).Truncate(time.Second), time.Second) // RLIMIT_CPU counts whole seconds
+	return limit, fmt.Sprintf("for a %.1f s video: %s per second of video, counting %s more", duration, per, cpuLeadIn)
+}
 
 // Videos transforms videos with ffmpeg. It is safe for concurrent use.
 type Videos struct {
@@ -452,10 +488,14 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 	// Machine-readable progress on stdout, for the job's progress events.
 	args = append(args, "-progress", "pipe:1", "-nostats")
 	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
-	if err := v.run(ctx, outDir, v.ffmpeg, args, pw, v.cfg.MaxCPUTime); err != nil {
+	cpu, rule := v.cpuBudget(p.info.Duration)
+	if err := v.run(ctx, outDir, v.ffmpeg, args, pw, cpu); err != nil {
 		var te *toolError
 		if poster != "" && ctx.Err() == nil && errors.As(err, &te) && te.signal == 0 && posterOutputFailed.MatchString(te.stderr) {
 			return errPosterOutput
+		}
+		if te != nil {
+			te.cpuRule = rule
 		}
 		return v.classifyFFmpeg(ctx, "transcoding video", err)
 	}
@@ -498,7 +538,9 @@ func (v *Videos) remux(ctx context.Context, src string, p probed, mp4 string) er
 		"-progress", "pipe:1", "-nostats",
 	)
 	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
-	return v.run(ctx, filepath.Dir(mp4), v.ffmpeg, args, pw, v.cfg.MaxCPUTime)
+	// The encode's budget: a copy needs a small part of it, and a remux that fails is encoded after all.
+	cpu, _ := v.cpuBudget(p.info.Duration)
+	return v.run(ctx, filepath.Dir(mp4), v.ffmpeg, args, pw, cpu)
 }
 
 // inputArgs are ffmpeg's options for reading an untrusted file, ending with -i.

@@ -138,7 +138,8 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.Pipeline.TmpDir, "tmp-dir", cfg.Pipeline.TmpDir, "scratch space for jobs (one per instance)")
 	fs.Var(bytesFlag{&cfg.Pipeline.MaxInputBytes}, "max-input-bytes", "largest upload accepted (also the most clamd is asked to scan)")
 	fs.Var(bytesFlag{&cfg.Pipeline.MinFreeBytes}, "scratch-min-free", "scratch space kept free; a job that would eat into it waits, and readiness fails below it")
-	durationVar(fs, &cfg.Pipeline.JobTimeout, "job-timeout", "time budget of each phase of a job: fetch, transform, upload (a video's transform gets 2 min + 4 s per second of input, if less); only a transform over it fails the job, a stalled fetch or upload is retried")
+	durationVar(fs, &cfg.Pipeline.JobTimeout, "job-timeout", "stall interval: how long a job may go without progress — a fetch (download, scan) or an upload as a whole; a video's transform since ffmpeg last moved (a new position, or CPU time used), however long it takes in all (an image's is not cut: libvips cannot be interrupted). A stall is retried, never the input's fault: that is CPU time (--video-cpu-per-second, --video-max-cpu-time) or a limit")
+	durationVar(fs, &cfg.Pipeline.MaxTransformTime, "max-transform-time", "longest a transform may run however it progresses (at least --job-timeout and --video-max-cpu-time); past it the job is retried like a stall")
 
 	fs.StringVar(&cfg.Scanner.Addr, "clamd-addr", cfg.Scanner.Addr, "clamd address: tcp://host:port or unix:///path")
 	durationVar(fs, &cfg.Scanner.ScanTimeout, "clamd-scan-timeout", "longest wait for clamd's verdict")
@@ -170,6 +171,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.Int64Var(&cfg.Images.AnimationMaxPixels, "animation-max-pixels", cfg.Images.AnimationMaxPixels, "animations whose high variant would hold more pixels over all frames become still images of their first frame (with a warning)")
 	fs.Var(bytesFlag{&cfg.Videos.MaxMemoryBytes}, "video-max-memory", "address-space limit (RLIMIT_AS) of each ffmpeg/ffprobe process")
 	durationVar(fs, &cfg.Videos.MaxCPUTime, "video-max-cpu-time", "CPU time one ffmpeg run may use (RLIMIT_CPU); inputs needing more are refused")
+	durationVar(fs, &cfg.Videos.CPUPerInputSecond, "video-cpu-per-second", "CPU time a video's encode may use per second of input, counting 10 s more, if less than --video-max-cpu-time; inputs needing more are refused (0: --video-max-cpu-time only)")
 	fs.StringVar(&cfg.Videos.Prlimit, "prlimit", cfg.Videos.Prlimit, "prlimit(1) program that starts ffmpeg/ffprobe under their resource limits")
 	fs.Var(bytesFlag{&cfg.Videos.MaxOutputBytes}, "video-max-output-bytes", "largest encoded MP4; videos that would be larger are refused")
 
