@@ -219,7 +219,7 @@ func TestStrandedLaneCopyIsGivenUpOnce(t *testing.T) {
 }
 
 // With deliveries left, a stranded lane copy is handed back: a copy is stored and run, and the request
-// is answered once by its job.
+// is answered once by its job. Two instances find it at the same moment; one of them rescues it.
 func TestStrandedLaneCopyWithDeliveriesLeftIsRetried(t *testing.T) {
 	t.Parallel()
 	id := uuid.NewString()
@@ -231,6 +231,7 @@ func TestStrandedLaneCopyWithDeliveriesLeftIsRetried(t *testing.T) {
 	r.skipPast(r.cfg.LaneDurable(pipeline.Image), seq)
 	r.awaitStranded(r.cfg.LaneDurable(pipeline.Image), seq)
 
+	r.startObserved(obs)
 	r.startObserved(obs)
 	if got := r.awaitResponses(id, 1); !got[0].Success {
 		t.Fatalf("response %+v, want the job's success", got[0])
