@@ -90,6 +90,19 @@ func requestOrigin(h nats.Header, seq uint64, published time.Time) (uint64, time
 	return seq, published
 }
 
+// HeaderOutcome on a response says how the request ended, so a reader (the console) need not match
+// words in its error text: OutcomeSuccess, OutcomeFailed, OutcomeVirus or OutcomeGaveUp. The response
+// itself is the seed contract's and unchanged.
+const HeaderOutcome = "Mw-Outcome"
+
+// Outcomes a response's HeaderOutcome names (also the last part of its Nats-Msg-Id).
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailed  = "failed"
+	OutcomeVirus   = "virus"
+	OutcomeGaveUp  = "gave-up"
+)
+
 // errHandedBack says the settlement could not publish what it owes; the message was handed back.
 var errHandedBack = errors.New("handed back for another delivery")
 
@@ -247,17 +260,19 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 	var evs []event
 	respond := func(suffix string) {
 		if out.Response.MediaID != "" {
-			evs = append(evs, event{msg: jsonMsg(subj.Response, out.Response), id: w.responseID(d, suffix)})
+			m := jsonMsg(subj.Response, out.Response)
+			m.Header.Set(HeaderOutcome, suffix)
+			evs = append(evs, event{msg: m, id: w.responseID(d, suffix)})
 		}
 	}
 	switch out.Kind {
 	case pipeline.Success:
-		respond("success")
+		respond(OutcomeSuccess)
 	case pipeline.Failed:
-		respond("failed")
+		respond(OutcomeFailed)
 	case pipeline.Infected:
 		evs = append(evs, event{msg: jsonMsg(subj.Virus, out.Virus), id: w.responseID(d, "virus-event")})
-		respond("virus")
+		respond(OutcomeVirus)
 	case pipeline.Route:
 		m := nats.NewMsg(w.cfg.WorkSubject(out.MediaKind))
 		m.Data = d.data
@@ -266,7 +281,7 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
 		evs = append(evs, event{msg: m, id: w.routeID(d, out.MediaKind)})
 	case pipeline.GaveUp:
-		respond("gave-up")
+		respond(OutcomeGaveUp)
 		m, id := w.deadLetterMsg(d, out.Reason, out.Err)
 		evs = append(evs, event{msg: m, id: id, deadLetter: true})
 	}
