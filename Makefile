@@ -1,5 +1,5 @@
 # Convenience targets; the README's two commands are scripts/run.sh and scripts/test.sh.
-.PHONY: run test build lint fuzz short bench faults faults-long faults-stranded
+.PHONY: run test build lint fuzz short bench faults faults-long faults-stranded faults-busy
 
 build:
 	go build -o bin/mediaworker ./cmd/mediaworker
@@ -45,3 +45,9 @@ faults-long:
 faults-stranded:
 	MW_FAULTS_STRANDED_RUNS=$${MW_FAULTS_STRANDED_RUNS:-100} MW_FAULTS_STRANDED_LOAD=1 go test -count=1 -timeout 90m -v \
 		-run 'TestKilledWithItsEmbeddedServerIsAnsweredOnce|TestExternalServerKilledMidJobIsAnsweredOnce' ./faults/
+
+# Issue 22's busy machine on its own, verbose: six 10 s 1080p MPEG-4 clips through one video slot with
+# --job-timeout 12s beside four CPU-bound jobs, all answered with success, and a clip over its CPU budget
+# refused (about 2.5 minutes on 2 cores; it also runs in `make test`).
+faults-busy:
+	go test -count=1 -timeout 10m -v -run TestBusyMachineFailsNoValidUpload ./faults/
