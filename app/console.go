@@ -94,6 +94,7 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	wg.Go(func() { queues = s.queues(ctx) })
 	wg.Go(func() { dead, deadCount = s.deadLetters(ctx) })
 	wg.Wait()
+	s.addRescues(queues)
 
 	// Each dead letter counts on the lane that gave up on it; one without Mw-Consumer (written before
 	// the header existed) on triage, which every request passes.
@@ -263,6 +264,26 @@ func (s *consoleSource) queues(ctx context.Context) []console.Queue {
 		}
 	}
 	return out
+}
+
+// addRescues puts this instance's rescues of stranded messages (metrics.Rescued, counted since start)
+// on the rows of the consumers that stranded them: triage's for lane "", each lane's own otherwise.
+func (s *consoleSource) addRescues(queues []console.Queue) {
+	if s.a.metrics == nil {
+		return
+	}
+	cfg := s.a.cfg.Streams
+	for lane, r := range s.a.metrics.rescues() {
+		consumer := cfg.Durable
+		if lane != "" {
+			consumer = cfg.LaneDurable(lane)
+		}
+		for i := range queues {
+			if q := &queues[i]; q.Stream == cfg.RequestsStream() && q.Consumer == consumer {
+				q.Rescued, q.LastRescue, q.LastRescueAction = r.count, r.last, r.action
+			}
+		}
+	}
 }
 
 func queueOf(stream string, ci *jetstream.ConsumerInfo) console.Queue {

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"maps"
+	"sync"
 	"time"
 
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
@@ -18,12 +20,25 @@ type metrics struct {
 	publishFailure *prometheus.CounterVec
 	verdicts       *prometheus.CounterVec
 	bytes          *prometheus.CounterVec
+
+	// The rescues counted in jobs (outcome "rescued") again, by lane ("" is triage), with the last
+	// one's time and action, for the console.
+	rescueMu sync.Mutex
+	rescued  map[pipeline.MediaKind]rescueStat
+}
+
+// rescueStat is one lane's rescues on this instance since it started.
+type rescueStat struct {
+	count  int
+	last   time.Time // when the last one was settled
+	action string    // what was done with the last one: retried, gave_up, removed or finished
 }
 
 func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
-		reg: reg,
+		reg:     reg,
+		rescued: map[pipeline.MediaKind]rescueStat{},
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mediaworker_jobs_total",
 			Help: "Settled deliveries by media kind and outcome (success, failed, infected, retry, dead_lettered, invalid, handed_back, routed, duplicate), and stranded messages rescued (rescued: kind is the lane, unknown for triage).",
@@ -115,6 +130,17 @@ func (m *metrics) Settled(outcome string, kind pipeline.MediaKind, deliveries ui
 // worker settled, counted by lane as outcome "rescued"; the log line says what was done with it.
 func (m *metrics) Rescued(lane pipeline.MediaKind, action string) {
 	m.jobs.WithLabelValues(kindLabel(lane), "rescued").Inc()
+	m.rescueMu.Lock()
+	defer m.rescueMu.Unlock()
+	r := m.rescued[lane]
+	m.rescued[lane] = rescueStat{count: r.count + 1, last: time.Now(), action: action}
+}
+
+// rescues returns each lane's rescues so far ("" is triage); lanes without any are absent.
+func (m *metrics) rescues() map[pipeline.MediaKind]rescueStat {
+	m.rescueMu.Lock()
+	defer m.rescueMu.Unlock()
+	return maps.Clone(m.rescued)
 }
 
 // Published implements jetstream.Observer.

@@ -43,6 +43,11 @@ type Queue struct {
 	Waiting     int    // pull requests waiting (instances with a free slot)
 	DeadLetters int    // dead letters this consumer gave up on (of those listed)
 	Error       string // the consumer could not be read
+	// Rescued counts this consumer's stranded messages (stored, but never to be delivered again: a
+	// crash lost them from the consumer's state) that this instance found and settled since it started.
+	Rescued          int
+	LastRescue       time.Time // when the last of them was settled
+	LastRescueAction string    // what was done with it: retried, gave_up, removed or finished
 }
 
 // Slots is one media kind's transform pool on this instance.

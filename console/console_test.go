@@ -487,3 +487,30 @@ func TestInFlightJobsShowProgressBars(t *testing.T) {
 		t.Errorf("the image in flight should show its elapsed time and no bar:\n%s", body)
 	}
 }
+
+// Each consumer's row counts the stranded messages this instance rescued from it and says what was done
+// with the last one and when; a consumer without rescues shows 0 and nothing more.
+func TestQueuesShowRescues(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	now := time.Now()
+	src.snap.Queues = []Queue{
+		{Stream: "APP_MEDIA_REQUESTS", Consumer: "mediaworker", Pending: 4},
+		{Stream: "APP_MEDIA_REQUESTS", Consumer: "mediaworker-image", Rescued: 3, LastRescue: now.Add(-5 * time.Minute), LastRescueAction: "gave_up", DeadLetters: 1},
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/console/live", nil)
+	code, body, _ := fetch(t, noRedirect(), req)
+	if code != 200 {
+		t.Fatalf("GET /console/live: %d", code)
+	}
+	if !strings.Contains(body, `<span class="long">rescued</span>`) {
+		t.Errorf("the queues lack a rescued column:\n%s", body)
+	}
+	image := regexp.MustCompile(`(?s)q-name">mediaworker-image</div>.*?<td class="num">3<div class="muted small" title="the last rescue, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">gave up 5m ago</div></td><td class="num">1</td>\s*</tr>`)
+	if !image.MatchString(body) {
+		t.Errorf("the image lane's row lacks its 3 rescues, the last one's action and time, or its DLQ count last:\n%s", body)
+	}
+	triage := regexp.MustCompile(`(?s)q-name">mediaworker</div>.*?<td class="num">4</td><td class="num">0</td><td class="num">0</td>\s*<td class="num">0</td><td class="num">0</td>\s*</tr>`)
+	if !triage.MatchString(body) {
+		t.Errorf("triage's row should show 0 rescues and no last one:\n%s", body)
+	}
+}

@@ -19,6 +19,8 @@ var funcs = template.FuncMap{
 	"safeImg":     safeImg,
 	"overall":     overall,
 	"join":        strings.Join,
+	// A rescue's action as the worker logs it (gave_up), in words.
+	"rescueAction": func(a string) string { return strings.ReplaceAll(a, "_", " ") },
 }
 
 // ago says how long ago t was, coarsely, as a person scans a list.
