@@ -97,16 +97,16 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 		if err := w.handleAdvisory(ctx, msg, last); err != nil {
 			if last {
 				w.log.Error().Err(err).Str("advisory", string(msg.Data())).Msg("handling a max-deliveries advisory failed on its last attempt; dropping it")
-				_ = msg.Term()
+				settleMsg(msg, actTerm, 0)
 				continue
 			}
 			// The jobs' own backoff: ten attempts span the same ≥ 10 minutes an outage may last.
 			delay := w.backoff(attempt)
 			w.log.Warn().Err(err).Dur("retry_in", delay).Msg("handling a max-deliveries advisory failed; will retry")
-			_ = msg.NakWithDelay(delay)
+			settleMsg(msg, actNak, delay)
 			continue
 		}
-		_ = msg.Ack()
+		settleMsg(msg, actAck, 0)
 	}
 }
 
@@ -152,7 +152,15 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	}
 	if state == settledFinal || d.lane == "" && state == settledRouted {
 		w.log.Info().Uint64("seq", d.reqSeq).Str("settled", state).Msg("max-deliveries advisory for a request settled already; removing it")
-		return w.remove(ctx, d)
+		return w.apply(ctx, d, plan{then: actRemove}, w.log)
+	}
+	// Triage may have routed it and died before recording "routed": its lane copy is on its way, and
+	// giving up here would answer the request twice (the rescue asks the same).
+	if moved, err := w.movedOn(ctx, d); err != nil {
+		return err
+	} else if moved {
+		w.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose copy is on its way; removing it")
+		return w.apply(ctx, d, plan{then: actRemove}, w.log)
 	}
 	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
 	log := w.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()

@@ -41,11 +41,18 @@ func (c *Client) Submit(ctx context.Context, req contracts.Request) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
-	if _, err := c.js.PublishMsg(pctx, &nats.Msg{Subject: c.subj.Request, Data: data},
+	if err := publishRequest(pctx, c.js, &nats.Msg{Subject: c.subj.Request, Data: data},
 		jetstream.WithMsgID(req.MediaID), jetstream.WithExpectStream(c.cfg.RequestsStream())); err != nil {
 		return fmt.Errorf("publishing the request to %s: %w (are the streams provisioned? `mediaworker streams apply`)", c.subj.Request, err)
 	}
 	return nil
+}
+
+// publishRequest publishes a request as an API would: the client's Submit, and the operator's replay
+// of a dead letter (dlq.go). The worker itself publishes only through apply.go.
+func publishRequest(ctx context.Context, js jetstream.JetStream, m *nats.Msg, opts ...jetstream.PublishOpt) error {
+	_, err := js.PublishMsg(ctx, m, opts...)
+	return err
 }
 
 // AnswerKind says what an Answer is.
@@ -110,8 +117,8 @@ func (c *Client) Listen(fn func(Answer), kinds ...AnswerKind) (stop func(), err 
 // ordered consumer until ctx ends (nil) or reading fails. It starts at the first message stored since
 // since, or at the newest atLeast messages when those reach further back; begin is called just before
 // the first message (a retry after a failure reads the same messages again). fn gets each message
-// with the time it was stored.
-func (c *Client) Follow(ctx context.Context, since time.Time, atLeast uint64, begin func(), fn func(subject string, data []byte, stored time.Time)) error {
+// with its headers (a response's HeaderOutcome) and the time it was stored.
+func (c *Client) Follow(ctx context.Context, since time.Time, atLeast uint64, begin func(), fn func(subject string, header nats.Header, data []byte, stored time.Time)) error {
 	ctx, cancel := context.WithCancel(ctx) // ends the Stop goroutine below when this returns
 	defer cancel()
 	stream, err := c.js.Stream(ctx, c.cfg.ResponsesStream())
@@ -156,6 +163,6 @@ func (c *Client) Follow(ctx context.Context, since time.Time, atLeast uint64, be
 		if err != nil {
 			continue
 		}
-		fn(m.Subject(), m.Data(), meta.Timestamp)
+		fn(m.Subject(), m.Headers(), m.Data(), meta.Timestamp)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go"
 )
 
 // The client `submit` and the benchmarks use: a request submitted twice (a retried publish) is stored
@@ -82,7 +83,7 @@ func TestClientSubmitListenFollow(t *testing.T) {
 	begun := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- client.Follow(ctx, time.Now().Add(-time.Hour), 100, func() { begun++ }, func(subject string, data []byte, at time.Time) {
+		done <- client.Follow(ctx, time.Now().Add(-time.Hour), 100, func() { begun++ }, func(subject string, _ nats.Header, data []byte, at time.Time) {
 			var probe struct{ MediaID string }
 			_ = json.Unmarshal(data, &probe)
 			mu.Lock()

@@ -104,7 +104,7 @@ func (d *DLQ) Replay(ctx context.Context, seq uint64) error {
 	m.Data = dl.Payload
 	m.Header.Set("Mw-Replayed-From", strconv.FormatUint(seq, 10))
 	id := fmt.Sprintf("replay/%s/%d/%d", d.cfg.DLQStream(), seq, time.Now().UnixNano())
-	if _, err := d.js.PublishMsg(ctx, m, jetstream.WithMsgID(id)); err != nil {
+	if err := publishRequest(ctx, d.js, m, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("republishing dead letter %d: %w", seq, err)
 	}
 	return d.Delete(ctx, seq)

@@ -1,16 +1,14 @@
 package jetstream
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 )
 
 // Lanes. Every request first goes through triage (the shared durable Config.Durable on the request
@@ -106,22 +104,22 @@ func (c Config) shortestAckWait() time.Duration {
 func (c Config) LaneConsumerConfig(lane pipeline.MediaKind) jetstream.ConsumerConfig {
 	limits := c.laneLimits(lane)
 	return jetstream.ConsumerConfig{
-		Durable:       c.LaneDurable(lane),
-		Description:   fmt.Sprintf("mediaworker instances serving the %s lane share this pull consumer", lane),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       limits.AckWait,
-		MaxDeliver:    c.MaxDeliver,
-		MaxAckPending: limits.MaxAckPending,
-		FilterSubject: c.WorkSubject(lane),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Replicas:      c.Replicas,
+		Durable:        c.LaneDurable(lane),
+		Description:    fmt.Sprintf("mediaworker instances serving the %s lane share this pull consumer", lane),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        limits.AckWait,
+		MaxDeliver:     c.MaxDeliver,
+		MaxAckPending:  limits.MaxAckPending,
+		FilterSubjects: c.laneSubjects(lane),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Replicas:       c.Replicas,
 	}
 }
 
 // laneOf says which lane a message of the requests stream belongs to ("" for a request: triage).
 func (c Config) laneOf(subject string) pipeline.MediaKind {
 	for _, l := range Lanes {
-		if subject == c.WorkSubject(l) {
+		if subject == c.WorkSubject(l) || strings.HasPrefix(subject, c.WorkSubject(l)+".") {
 			return l
 		}
 	}
@@ -129,41 +127,24 @@ func (c Config) laneOf(subject string) pipeline.MediaKind {
 }
 
 // A full lane. With --max-queued, each lane's work subject is capped like the request subject, so a
-// lane with that many jobs queued and in flight refuses triage's copy. That is load, not a fault, and a
-// valid upload must not be dead-lettered for it: while deliveries remain, the request goes back with a
-// backoff, so that requests for other lanes are routed meanwhile; on its last delivery it is held
-// (InProgress keeps it) and the copy is retried until the lane has room.
-
-// laneRetryEvery is how often a held request tries its full lane again.
-const laneRetryEvery = 2 * time.Second
+// lane with that many jobs queued and in flight refuses triage's copy. That is load, not a fault:
+// apply's laneFull hands the request back with a backoff while deliveries remain, and routes it past
+// the cap on its last delivery (overflowSubject), so no request is dead-lettered for it and none holds a
+// triage slot waiting for room.
 
 // isLaneFull reports whether a publish was refused by a subject's --max-queued cap.
 func isLaneFull(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "maximum messages per subject exceeded")
 }
 
-// waitForLane handles a route refused by a full lane: nil once the copy is in the lane, errHandedBack
-// when the request went back for a later delivery, or the error that ended the wait.
-func (w *Worker) waitForLane(ctx context.Context, d *delivery, ev event, log zerolog.Logger) error {
-	if d.msg == nil {
-		return errors.New("the lane is full") // the advisory path: it retries the advisory
-	}
-	if d.deliveries < uint64(w.cfg.MaxDeliver) {
-		delay := w.backoff(d.deliveries)
-		log.Warn().Str("subject", ev.msg.Subject).Dur("retry_in", delay).Msg("the lane is full (--max-queued); handing the request back")
-		w.nak(d, delay)
-		w.observe("retry", "", d)
-		return errHandedBack
-	}
-	log.Warn().Str("subject", ev.msg.Subject).Msg("the lane is full (--max-queued) on the request's last delivery; holding it until the lane has room")
-	for {
-		sleepCtx(ctx, laneRetryEvery)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("waiting for room in %s: %w", ev.msg.Subject, err)
-		}
-		err := w.publishOnce(ctx, ev.msg, ev.id)
-		if !isLaneFull(err) {
-			return err
-		}
-	}
+// overflowSubject is where a request on its last delivery goes when its lane is full: a subject of its
+// own under the lane's (one message, so the per-subject cap never refuses it), read by the lane's
+// consumer with the lane's subject.
+func (c Config) overflowSubject(lane pipeline.MediaKind, reqSeq uint64) string {
+	return c.WorkSubject(lane) + "." + strconv.FormatUint(reqSeq, 10)
+}
+
+// laneSubjects are the subjects lane's consumer reads: its work subject and the overflow under it.
+func (c Config) laneSubjects(lane pipeline.MediaKind) []string {
+	return []string{c.WorkSubject(lane), c.WorkSubject(lane) + ".*"}
 }

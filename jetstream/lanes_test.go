@@ -190,21 +190,27 @@ func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
 }
 
 // --max-queued caps each subject of the requests stream, the lanes' too. A lane that is full refuses
-// triage's copy: that is load, and the request must wait for room, not be dead-lettered once its
-// deliveries run out (MaxDeliver 2 here: one hand-back, then held on the last).
-func TestFullLaneHoldsTheRequestInsteadOfDeadLettering(t *testing.T) {
+// triage's copy: that is load, and the request must be neither dead-lettered once its deliveries run
+// out nor held in triage, where it would keep a slot every lane needs (issue 22 item 2). MaxDeliver 2
+// here: one hand-back, then on the last delivery its copy goes into the lane past the cap; and a video
+// published while the image lane stays full is answered meanwhile.
+func TestFullLaneNeitherDeadLettersNorHoldsTriage(t *testing.T) {
 	release := make(chan struct{})
-	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
+	r := newRig(t, func(c *natsjs.Config, w *natsjs.WorkerConfig) {
 		c.MaxQueued, c.MaxDeliver = 1, 2
+		w.TriageSlots = 1 // a held request would stop triage for every lane
 	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
-		select { // the first job keeps the image lane full until the test lets it finish
+		if strings.HasSuffix(req.S3Key, ".mp4") {
+			return success(req)
+		}
+		select { // image jobs keep the image lane full until the test lets them finish
 		case <-release:
 		case <-ctx.Done():
 		}
 		return success(req)
 	})
 	r.start()
-	first, second := uuid.NewString(), uuid.NewString()
+	first, second, video := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	r.publish(first)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := r.proc.callsOf(first); n != 1 {
@@ -213,14 +219,16 @@ func TestFullLaneHoldsTheRequestInsteadOfDeadLettering(t *testing.T) {
 		return nil
 	})
 	r.publish(second)
-	// The second request's copy is refused until the first job ends: it is handed back once, then held
-	// on its last delivery.
 	testenv.Eventually(t, 20*time.Second, func() error {
-		if !r.logged("holding it until the lane has room") {
-			return errors.New("the request meeting the full lane is not held yet")
+		if !r.logged("routing it past the cap") {
+			return errors.New("the request meeting the full lane is not routed past the cap yet")
 		}
 		return nil
 	})
+	r.publishKey(video, "u/clip.mp4")
+	if got := r.awaitResponses(video, 1); !got[0].Success {
+		t.Fatalf("a video while the image lane is full: %+v", got[0])
+	}
 	close(release)
 	r.awaitResponses(first, 1)
 	got := r.awaitResponses(second, 1)
@@ -230,6 +238,9 @@ func TestFullLaneHoldsTheRequestInsteadOfDeadLettering(t *testing.T) {
 	r.awaitEmptyWorkQueue()
 	if n := r.streamMsgs(r.cfg.DLQStream()); n != 0 {
 		t.Fatalf("%d dead letters: a full lane dead-lettered a valid request", n)
+	}
+	if n := r.proc.callsOf(second); n != 1 {
+		t.Errorf("the request past the cap ran %d times, want once", n)
 	}
 }
 

@@ -60,32 +60,24 @@ const (
 	outboxSearchTime = 30 * time.Second
 )
 
-// finish completes a settlement that an earlier delivery began and did not end.
+// finish completes a settlement that an earlier delivery began and did not end: the events it owed
+// that their streams do not hold yet, then the end it recorded.
 func (w *Worker) finish(ctx context.Context, d *delivery, ob *outbox, log zerolog.Logger) error {
+	p := plan{remember: settledFinal, then: actAck, failDelay: w.backoff(d.deliveries)}
+	if ob.Term != "" {
+		p.then, p.reason = actTerm, ob.Term
+	}
 	for _, ev := range ob.Events {
 		stored, err := w.stored(ctx, ev, ob.At)
 		if err != nil {
 			return err
 		}
-		if stored {
-			continue
+		if !stored {
+			log.Info().Str("subject", ev.Subject).Str("id", ev.ID).Msg("publishing an event an interrupted settlement owed")
+			p.events = append(p.events, event{msg: ev.msg(), id: ev.ID})
 		}
-		if err := w.publish(ctx, ev.msg(), ev.ID); err != nil {
-			return err
-		}
-		log.Info().Str("subject", ev.Subject).Str("id", ev.ID).Msg("published an event an interrupted settlement owed")
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	err := w.done.remember(rctx, d.reqSeq, settledFinal)
-	cancel()
-	if err != nil {
-		log.Warn().Err(err).Msg("recording the settlement failed; settling it anyway")
-	}
-	if ob.Term != "" {
-		w.term(ctx, d, ob.Term)
-		return nil
-	}
-	return w.ack(ctx, d)
+	return w.apply(ctx, d, p, log)
 }
 
 // stored says whether ev's stream holds it: a message on its subject with its Nats-Msg-Id, stored after

@@ -274,7 +274,7 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 		return nil
 	}
 	if claim == claimRequeued {
-		if err := w.remove(ctx, d); err != nil {
+		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
 		return done("retried", "finished handing it back (its copy was stored earlier)")
@@ -292,7 +292,7 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 		}
 		return done("finished", "finished its interrupted settlement")
 	case state == settledFinal || d.lane == "" && state == settledRouted:
-		if err := w.remove(ctx, d); err != nil {
+		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
 		return done("removed", "removed it: its request was settled already")
@@ -302,7 +302,7 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 		return err
 	}
 	if moved {
-		if err := w.remove(ctx, d); err != nil {
+		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
 		return done("removed", "removed it: a later copy of its request is on its way")
@@ -367,13 +367,11 @@ func (w *Worker) requeue(ctx context.Context, d *delivery, orig *jetstream.RawSt
 	m.Data = orig.Data
 	copyHeaders(m.Header, orig.Header)
 	m.Header.Set(HeaderRescued, strconv.FormatUint(d.seq, 10))
-	if err := w.publish(ctx, m, w.requeueID(d.seq)); err != nil {
+	p := plan{events: []event{{msg: m, id: w.requeueID(d.seq)}}, requeued: true, then: actRemove}
+	if err := w.apply(ctx, d, p, w.log); err != nil {
 		return fmt.Errorf("handing back stranded message %d: %w", d.seq, err)
 	}
-	if err := w.markRequeued(ctx, d.seq); err != nil {
-		return err
-	}
-	return w.remove(ctx, d)
+	return nil
 }
 
 // releaseRescue gives a claim back after a failed attempt (unless it got as far as the copy: then the

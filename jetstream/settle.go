@@ -13,12 +13,9 @@ import (
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/pipeline"
-	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Settlement: one function, settle, turns an outcome into the events it owes and then exactly one of
@@ -106,29 +103,31 @@ const (
 // errHandedBack says the settlement could not publish what it owes; the message was handed back.
 var errHandedBack = errors.New("handed back for another delivery")
 
-// settle publishes what out owes and settles the delivery; it is the only place that does either.
-// A publish that fails hands the message back (or, on the advisory path, returns the error so the
-// advisory is retried).
+// settle settles a delivery by its outcome: decide makes the plan, apply carries it out. Every
+// outcome passes through it: triage's routes and refusals, a lane job's, the retry path's giving up,
+// the max-deliveries advisory's and the rescue's.
 func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, log zerolog.Logger) error {
+	p, out := w.decide(ctx, d, out, log)
+	if err := w.apply(ctx, d, p, log); err != nil {
+		return err
+	}
+	w.report(out, d, p, log)
+	return nil
+}
+
+// decide is the settlement of out as a plan (and the outcome it settles, which may differ: a retry
+// out of deliveries gives up, an answer too large to publish becomes a short failure).
+func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, log zerolog.Logger) (plan, pipeline.Outcome) {
+	last := d.deliveries >= uint64(w.cfg.MaxDeliver)
 	if out.Kind == pipeline.Retry {
 		switch {
 		case errors.Is(context.Cause(ctx), ErrDraining):
 			// Not the job's fault: hand it back at once for another instance.
-			w.nak(d, 0)
-			log.Info().Msg("job stopped by shutdown; handed back for redelivery")
-			w.observe("handed_back", out.MediaKind, d)
-			return nil
-		case d.deliveries < uint64(w.cfg.MaxDeliver) && w.holdThroughOutage(ctx, d, log):
-			w.nak(d, 0)
-			log.Info().Err(out.Err).Msg("held through a dependency outage; handed back for redelivery")
-			w.observe("handed_back", out.MediaKind, d)
-			return nil
-		case d.deliveries < uint64(w.cfg.MaxDeliver):
-			delay := w.backoff(d.deliveries)
-			log.Warn().Err(out.Err).Dur("retry_in", delay).Msg("job failed; will retry")
-			w.nak(d, delay)
-			w.observe("retry", out.MediaKind, d)
-			return nil
+			return plan{then: actNak}, out
+		case !last && w.outageNow(ctx, d):
+			return plan{hold: true, then: actNak}, out
+		case !last:
+			return plan{then: actNak, delay: w.backoff(d.deliveries)}, out
 		}
 		out = pipeline.GaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
 	}
@@ -138,58 +137,21 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		log.Warn().Str("error", out.Response.Error).Msg("the outcome's answer is too large to publish; answering with a short failure instead")
 		evs = w.events(d, out)
 	}
-	state := settledState(d, out)
-	if state == settledFinal && len(evs) > 0 {
-		w.recordOutbox(ctx, d, newOutbox(evs, termReason(out)), log)
+	p := plan{events: evs, remember: settledState(d, out), failDelay: w.backoff(d.deliveries)}
+	if out.Kind == pipeline.GaveUp && last {
+		p.failDelay = 0 // the max-deliveries advisory finishes the job (runAdvisories)
 	}
-	for _, m := range evs {
-		err := w.publish(ctx, m.msg, m.id)
-		if isLaneFull(err) && out.Kind == pipeline.Route {
-			if err = w.waitForLane(ctx, d, m, log); errors.Is(err, errHandedBack) {
-				return err
-			}
-		}
-		if err != nil {
-			if m.deadLetter && d.lastChance {
-				log.Error().Err(err).Str("payload", string(d.data)).Msg("dead-lettering failed on the last attempt; removing the request without a DLQ copy")
-				continue
-			}
-			log.Warn().Err(err).Str("outcome", out.Kind.String()).Msg("publishing the outcome failed; handing the message back")
-			if out.Kind == pipeline.GaveUp && d.deliveries >= uint64(w.cfg.MaxDeliver) {
-				w.nak(d, 0) // the max-deliveries advisory finishes the job (runAdvisories)
-			} else {
-				w.nak(d, w.backoff(d.deliveries))
-			}
-			return fmt.Errorf("%w: %w", errHandedBack, err)
-		}
-	}
-
-	// Remembered (sent before the ack, not awaited): a redelivery after a lost ack finds it (settled.go);
-	// should this write be lost too, the outbox recorded above still stops a second outcome.
-	if state != "" {
-		// Like the publishes: a job that finished as the drain timed out is still recorded.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-		err := w.done.rememberSoon(rctx, d.reqSeq, state)
-		cancel()
-		if err != nil {
-			// The memory is a guard against a lost ack after the duplicate window, not a dependency:
-			// the events are out, so settle anyway. Handing the message back would run it again and, on
-			// its last delivery, let the max-deliveries path send a second, opposite answer.
-			log.Warn().Err(err).Msg("recording the settlement failed; settling it anyway")
-		}
+	if p.remember == settledFinal && len(evs) > 0 {
+		ob := newOutbox(evs, termReason(out))
+		p.outbox = &ob
 	}
 	switch out.Kind {
 	case pipeline.Success, pipeline.Infected, pipeline.Route:
-		// The events are out; should the ack be lost, a redelivery republishes them under the same
-		// Nats-Msg-Ids and the streams drop the copies.
-		if err := w.ack(ctx, d); err != nil {
-			log.Warn().Err(err).Msg("ack not confirmed")
-		}
+		p.then = actAck
 	case pipeline.Failed, pipeline.GaveUp:
-		w.term(ctx, d, termReason(out))
+		p.then, p.reason = actTerm, termReason(out)
 	}
-	w.report(out, d, log)
-	return nil
+	return p, out
 }
 
 // termReason is the reason a Failed or GaveUp outcome's delivery is terminated with ("" for the rest,
@@ -216,7 +178,21 @@ func settledState(d *delivery, out pipeline.Outcome) string {
 }
 
 // report logs and counts a settled outcome.
-func (w *Worker) report(out pipeline.Outcome, d *delivery, log zerolog.Logger) {
+func (w *Worker) report(out pipeline.Outcome, d *delivery, p plan, log zerolog.Logger) {
+	switch {
+	case out.Kind == pipeline.Retry && p.hold:
+		log.Info().Err(out.Err).Msg("held through a dependency outage; handed back for redelivery")
+		w.observe("handed_back", out.MediaKind, d)
+		return
+	case out.Kind == pipeline.Retry && p.delay == 0:
+		log.Info().Msg("job stopped by shutdown; handed back for redelivery")
+		w.observe("handed_back", out.MediaKind, d)
+		return
+	case out.Kind == pipeline.Retry:
+		log.Warn().Err(out.Err).Dur("retry_in", p.delay).Msg("job failed; will retry")
+		w.observe("retry", out.MediaKind, d)
+		return
+	}
 	switch out.Kind {
 	case pipeline.Success:
 		log.Info().Int("variants", len(out.Response.Processed)).Msg("job succeeded")
@@ -251,6 +227,7 @@ type event struct {
 	msg        *nats.Msg
 	id         string
 	deadLetter bool
+	lane       pipeline.MediaKind // a route's lane ("" for the rest)
 }
 
 // events lists what out owes, in order: the API is answered before the DLQ copy (which is for
@@ -279,7 +256,7 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 		copyHeaders(m.Header, d.header)
 		m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.reqSeq, 10))
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
-		evs = append(evs, event{msg: m, id: w.routeID(d, out.MediaKind)})
+		evs = append(evs, event{msg: m, id: w.routeID(d, out.MediaKind), lane: out.MediaKind})
 	case pipeline.GaveUp:
 		respond(OutcomeGaveUp)
 		m, id := w.deadLetterMsg(d, out.Reason, out.Err)
@@ -312,85 +289,6 @@ func jsonMsg(subject string, v any) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data, _ = json.Marshal(v) // our own event types: they always encode
 	return m
-}
-
-// publishAttempts is how often an outcome's publish is tried before the message is handed back. The
-// work is done by then (and an infected upload already deleted), so retrying here beats redoing it.
-const publishAttempts = 3
-
-// publish sends m with a publish ack and a Nats-Msg-Id, so a redelivered job's second copy is dropped by
-// the stream's duplicate window. It retries a failed publish in place.
-func (w *Worker) publish(ctx context.Context, m *nats.Msg, msgID string) error {
-	for attempt := 1; ; attempt++ {
-		err := w.publishOnce(ctx, m, msgID)
-		if err == nil || attempt == publishAttempts || isLaneFull(err) { // a full lane stays full for a while
-			return err
-		}
-		sleepCtx(context.WithoutCancel(ctx), time.Duration(attempt)*time.Second)
-	}
-}
-
-func (w *Worker) publishOnce(ctx context.Context, m *nats.Msg, msgID string) error {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	pctx, span := tracing.Tracer().Start(pctx, "publish "+m.Subject, trace.WithSpanKind(trace.SpanKindProducer))
-	defer span.End()
-	tracing.Inject(pctx, m.Header) // the API's consumer (or the lane) continues the trace
-	start := time.Now()
-	if _, err := w.js.PublishMsg(pctx, m, jetstream.WithMsgID(msgID)); err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		w.publishFailed(m.Subject)
-		return fmt.Errorf("publishing to %s: %w", m.Subject, err)
-	}
-	if w.obs != nil {
-		w.obs.Published(m.Subject, time.Since(start))
-	}
-	return nil
-}
-
-// ack acknowledges and waits for the server to confirm it. On the advisory path the message is
-// removed from the work queue instead (its consumer gave up on it).
-func (w *Worker) ack(ctx context.Context, d *delivery) error {
-	if d.msg == nil {
-		return w.remove(ctx, d)
-	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
-	defer cancel()
-	return d.msg.DoubleAck(actx)
-}
-
-func (w *Worker) term(ctx context.Context, d *delivery, reason string) {
-	if d.msg == nil {
-		if err := w.remove(ctx, d); err != nil {
-			w.log.Warn().Err(err).Uint64("seq", d.seq).Msg("removing a settled message failed")
-		}
-		return
-	}
-	_ = d.msg.TermWithReason(clipReason(reason))
-}
-
-func (w *Worker) nak(d *delivery, delay time.Duration) {
-	if d.msg == nil {
-		return // the advisory is retried instead
-	}
-	if delay <= 0 {
-		_ = d.msg.Nak()
-		return
-	}
-	_ = d.msg.NakWithDelay(delay)
-}
-
-// remove deletes a message its consumer gave up on from the work queue (at MaxDeliver it would
-// otherwise stay there for ever).
-func (w *Worker) remove(ctx context.Context, d *delivery) error {
-	s, err := w.js.Stream(ctx, w.cfg.RequestsStream())
-	if err != nil {
-		return fmt.Errorf("opening the requests stream: %w", err)
-	}
-	if err := s.DeleteMsg(ctx, d.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("removing message %d from the work queue: %w", d.seq, err)
-	}
-	return nil
 }
 
 func (w *Worker) observe(outcome string, kind pipeline.MediaKind, d *delivery) {

@@ -125,23 +125,3 @@ func (m *settledMemory) remember(ctx context.Context, reqSeq uint64, state strin
 	}
 	return nil
 }
-
-// rememberSoon records how far the request went without waiting for the server to store it: one
-// fewer round trip (and fsync) per job. settle uses it for "routed" and "final", which are not needed
-// for correctness any more: the outbox recorded before the publishes is, and a redelivery that finds
-// only the outbox (the write lost with its worker) searches the streams instead (outbox.go).
-func (m *settledMemory) rememberSoon(ctx context.Context, reqSeq uint64, state string) error {
-	if _, err := m.bucket(ctx); err != nil {
-		return err
-	}
-	var opts []jetstream.PublishOpt
-	if state == settledRouted {
-		// As in remember: "routed" never overwrites a lane's record (create-if-absent).
-		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
-	}
-	subject := "$KV." + m.cfg.SettledBucket() + "." + strconv.FormatUint(reqSeq, 10)
-	if _, err := m.js.PublishAsync(subject, []byte(state), opts...); err != nil {
-		return fmt.Errorf("recording settled request %d: %w", reqSeq, err)
-	}
-	return nil
-}

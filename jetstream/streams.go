@@ -110,7 +110,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	requests := jetstream.StreamConfig{
 		Name:        c.RequestsStream(),
 		Description: "mediaworker optimize requests and their lanes' work (work queue; publish with Nats-Msg-Id: <mediaId>)",
-		Subjects:    []string{subj.Request, c.WorkSubject(pipeline.Image), c.WorkSubject(pipeline.Video)},
+		Subjects:    append(append([]string{subj.Request}, c.laneSubjects(pipeline.Image)...), c.laneSubjects(pipeline.Video)...),
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
@@ -156,13 +156,20 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 // consumer of earlier versions, so what they left queued is triaged). It has no InactiveThreshold: a
 // consumer removed for inactivity would not come back by itself.
 func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
+	pending := c.MaxAckPending
+	if c.MaxQueued > 0 {
+		// A request handed back for a full lane stays pending on triage while it waits for its next
+		// delivery: a lane's backlog would otherwise fill triage's pending with requests for it and
+		// stop triage for every lane. At most MaxQueued requests are queued, so this many always fit.
+		pending += int(c.MaxQueued)
+	}
 	return jetstream.ConsumerConfig{
 		Durable:       c.Durable,
 		Description:   "mediaworker instances triage requests to the lanes through this pull consumer",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       c.AckWait,
 		MaxDeliver:    c.MaxDeliver,
-		MaxAckPending: c.MaxAckPending,
+		MaxAckPending: pending,
 		FilterSubject: c.Subjects().Request,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Replicas:      c.Replicas,

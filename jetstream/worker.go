@@ -277,15 +277,19 @@ type OutageProbe interface {
 	DownNow(ctx context.Context) bool
 }
 
-// holdThroughOutage holds a failed delivery while a dependency is down; it reports whether it did.
-func (w *Worker) holdThroughOutage(ctx context.Context, d *delivery, log zerolog.Logger) bool {
+// outageNow reports whether a dependency the jobs need is down now (the Admission's OutageProbe).
+func (w *Worker) outageNow(ctx context.Context, d *delivery) bool {
 	probe, ok := w.wcfg.Admission.(OutageProbe)
-	if !ok || d.msg == nil || !probe.DownNow(ctx) {
-		return false
+	return ok && d.msg != nil && probe.DownNow(ctx)
+}
+
+// holdThroughOutage holds a failed delivery while a dependency is down (apply's plan.hold).
+func (w *Worker) holdThroughOutage(ctx context.Context, d *delivery, log zerolog.Logger) {
+	if w.wcfg.Admission == nil || d.msg == nil {
+		return
 	}
 	log.Warn().Msg("a dependency is down; holding the request until it is back")
 	_ = w.wcfg.Admission.Wait(ctx) // ends early only when the worker stops: then it is handed back too
-	return true
 }
 
 // admit waits until the admission hook lets work in (or ctx ends).
@@ -308,7 +312,7 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 	meta, err := msg.Metadata()
 	if err != nil {
 		w.log.Error().Err(err).Str("subject", msg.Subject()).Msg("message without JetStream metadata; terminating it")
-		_ = msg.Term()
+		settleMsg(msg, actTerm, 0)
 		return
 	}
 	d := newDelivery(lane, msg, meta)
@@ -372,7 +376,9 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 		// An earlier delivery published (some of) its outcome and died before recording the end.
 		if err := w.finish(ctx, d, ob, log); err != nil {
 			log.Warn().Err(err).Msg("finishing an interrupted settlement failed; handing the message back")
-			w.nak(d, w.backoff(d.deliveries))
+			if !errors.Is(err, errHandedBack) {
+				_ = w.apply(ctx, d, plan{then: actNak, delay: w.backoff(d.deliveries)}, log)
+			}
 			return true
 		}
 		log.Info().Str("settled", state).Msg("request settled already; finished its settlement without running again")
@@ -382,9 +388,7 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 	if state == "" || d.lane != "" && state != settledFinal {
 		return false
 	}
-	if err := w.ack(ctx, d); err != nil {
-		log.Warn().Err(err).Msg("ack not confirmed")
-	}
+	_ = w.apply(ctx, d, plan{then: actAck}, log)
 	log.Info().Str("settled", state).Msg("request settled already; acked without running again")
 	w.observe("duplicate", "", d)
 	return true
@@ -394,10 +398,9 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 // They are plain NATS messages: nobody has to be listening, and nothing is stored.
 func (w *Worker) withProgress(ctx context.Context, mediaID string) context.Context {
 	subject := w.cfg.Subjects().ProgressSubject(mediaID)
-	nc := w.js.Conn()
 	return progress.With(ctx, progress.Throttle(time.Second, func(f float64) {
 		data, _ := json.Marshal(contracts.Progress{MediaID: mediaID, Percent: math.Round(f*1000) / 10, Stage: "transcoding"})
-		_ = nc.Publish(subject, data)
+		w.publishProgress(subject, data)
 	}))
 }
 
@@ -414,7 +417,7 @@ func (w *Worker) keepAlive(msg jetstream.Msg) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				_ = msg.InProgress()
+				inProgress(msg)
 			}
 		}
 	}()
