@@ -260,7 +260,7 @@ func TestClassification(t *testing.T) {
 			f.cfg.MaxTransformTime = 200 * time.Millisecond
 			f.images.block = true
 		}, Retry, "transforming: still running after 200ms", true},
-		// A store that stops answering is a stall: transient, never "took longer than the limit".
+		// A store that stops answering is a stall: transient.
 		{"stalled store", func(f *fixture) {
 			f.cfg.JobTimeout = 200 * time.Millisecond
 			f.store.stall = true
