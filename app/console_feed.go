@@ -12,6 +12,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -180,9 +181,9 @@ func (s *consoleState) clear() {
 	s.mu.Unlock()
 }
 
-// record adds one message of the responses stream: a virus event is remembered until its response
-// arrives; a response becomes an outcome.
-func (s *consoleState) record(subject string, data []byte, at time.Time) {
+// record adds one message of the responses stream, with its headers: a virus event is remembered until
+// its response arrives; a response becomes an outcome.
+func (s *consoleState) record(subject string, header nats.Header, data []byte, at time.Time) {
 	subj := s.streams.Subjects()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,7 +201,7 @@ func (s *consoleState) record(subject string, data []byte, at time.Time) {
 	if json.Unmarshal(data, &r) != nil || r.MediaID == "" {
 		return
 	}
-	o := outcomeOf(r, at)
+	o := outcomeOf(r, header.Get(natsjs.HeaderOutcome), at)
 	if v, ok := s.viruses[r.MediaID]; ok {
 		o.Result, o.Virus, o.Action = console.ResultInfected, v.VirusName, v.ActionTaken
 		delete(s.viruses, r.MediaID)
@@ -221,18 +222,15 @@ func (s *consoleState) record(subject string, data []byte, at time.Time) {
 	}
 }
 
-// outcomeOf reads a response as the console lists it. The preview is a URL the response carries (the
-// low WebP, or a video's poster), so the page shows nothing /objects would not serve to the API anyway.
-func outcomeOf(r contracts.Response, at time.Time) console.Outcome {
-	o := console.Outcome{MediaID: r.MediaID, Time: at, Error: r.Error, Result: console.ResultFailed}
-	switch {
-	case r.Success:
-		o.Result = console.ResultSuccess
-	case strings.HasPrefix(r.Error, "virus detected"):
-		o.Result = console.ResultInfected
+// outcomeOf reads a response as the console lists it; kind is its Mw-Outcome header (jetstream.
+// HeaderOutcome), "" when it has none. The preview is a URL the response carries (the low WebP, or a
+// video's poster), so the page shows nothing /objects would not serve to the API anyway.
+func outcomeOf(r contracts.Response, kind string, at time.Time) console.Outcome {
+	o := console.Outcome{MediaID: r.MediaID, Time: at, Error: r.Error, Result: resultOf(r, kind)}
+	if kind == "" && o.Result == console.ResultInfected {
+		// An older worker's response: the signature's name from its text, should the virus event (which
+		// names it, and which record prefers) be missing. A response with the header is shown as it is.
 		o.Virus = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(r.Error, "virus detected"), ":"))
-	case strings.HasPrefix(r.Error, "gave up after"):
-		o.Result = console.ResultGaveUp
 	}
 	if r.Metadata != nil {
 		if kind, _, ok := strings.Cut(r.Metadata.MIME, "/"); ok && (kind == "image" || kind == "video") {
@@ -248,4 +246,37 @@ func outcomeOf(r contracts.Response, at time.Time) console.Outcome {
 		}
 	}
 	return o
+}
+
+// resultOf is how the request ended, as the response's Mw-Outcome header says. A response without one
+// was stored by a worker from before the header (responses are kept 7 days): only then is it read from
+// the response itself, its success flag and the first words of its error, as those workers wrote them.
+// Never for a response that has the header: an error's words are for people, and a failure whose text
+// happens to start like another kind's is still a failure.
+func resultOf(r contracts.Response, kind string) string {
+	switch kind {
+	case natsjs.OutcomeSuccess:
+		return console.ResultSuccess
+	case natsjs.OutcomeFailed:
+		return console.ResultFailed
+	case natsjs.OutcomeVirus:
+		return console.ResultInfected
+	case natsjs.OutcomeGaveUp:
+		return console.ResultGaveUp
+	case "":
+		switch { // an older worker's response
+		case r.Success:
+			return console.ResultSuccess
+		case strings.HasPrefix(r.Error, "virus detected"):
+			return console.ResultInfected
+		case strings.HasPrefix(r.Error, "gave up after"):
+			return console.ResultGaveUp
+		}
+		return console.ResultFailed
+	}
+	// An outcome this version does not know (a newer worker's): what the response itself says.
+	if r.Success {
+		return console.ResultSuccess
+	}
+	return console.ResultFailed
 }

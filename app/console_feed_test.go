@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"testing"
 	"time"
 
@@ -12,6 +17,8 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/scanner"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -38,7 +45,8 @@ func TestConsoleFeedSurvivesRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 117 responses and one virus event: more messages than the console reads back by count alone.
+	// 117 responses and one virus event: more messages than the console reads back by count alone. They
+	// carry no Mw-Outcome, as an older worker's: read by their words (TestConsoleReadsOutcomeHeader).
 	for i := range 115 {
 		r := contracts.Response{MediaID: fmt.Sprintf("ok-%03d", i), Success: true, Processed: []contracts.Variant{
 			{Quality: contracts.QualityLow, Format: contracts.FormatWebP, URL: fmt.Sprintf("http://127.0.0.1:8080/objects/media/u/images/ok-%03d/p_low.webp", i)}}}
@@ -161,4 +169,183 @@ func TestConsoleTracksJobsInFlight(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestConsoleShowsRescues: the worker reports each stranded message it settles to its Observer, the
+// app's metrics; they count it as outcome "rescued" and the console's snapshot puts it on the row of
+// the consumer that stranded it (triage's for lane ""), with the last rescue's action and time, which
+// the page shows.
+func TestConsoleShowsRescues(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	nc := testenv.Connect(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Pipeline.TmpDir = t.TempDir()
+	cfg.Scanner.Addr = "tcp://127.0.0.1:1" // no clamd: the snapshot shows it down, the queues regardless
+	if err := natsjs.Provision(context.Background(), js, cfg.Streams); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scanner.New(cfg.Scanner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{cfg: cfg, log: zerolog.Nop(), nc: nc, js: js, scanner: sc, metrics: newMetrics()}
+	var obs natsjs.Observer = a.metrics // what app.New hands the worker
+	before := time.Now()
+	obs.Rescued(pipeline.Image, "retried")
+	obs.Rescued(pipeline.Image, "gave_up")
+	obs.Rescued("", "removed")
+
+	src := &consoleSource{a: a, st: newConsoleState(cfg.Streams, zerolog.Nop())}
+	rows := map[string]console.Queue{}
+	for _, q := range src.Snapshot(context.Background()).Queues {
+		rows[q.Consumer] = q
+	}
+	for consumer, want := range map[string]struct {
+		n      int
+		action string
+	}{cfg.Streams.Durable: {1, "removed"}, cfg.Streams.LaneDurable(pipeline.Image): {2, "gave_up"}, cfg.Streams.LaneDurable(pipeline.Video): {0, ""}} {
+		q, ok := rows[consumer]
+		switch {
+		case !ok:
+			t.Errorf("no row for consumer %s among %v", consumer, rows)
+		case q.Rescued != want.n || q.LastRescueAction != want.action:
+			t.Errorf("%s: %d rescued, last %q; want %d, %q", consumer, q.Rescued, q.LastRescueAction, want.n, want.action)
+		case want.n > 0 && q.LastRescue.Before(before), want.n == 0 && !q.LastRescue.IsZero():
+			t.Errorf("%s: last rescue at %s (test began %s)", consumer, q.LastRescue, before)
+		}
+	}
+
+	// The metric: outcome "rescued", kind the lane (unknown for triage).
+	families, err := a.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "mediaworker_jobs_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["outcome"] == "rescued" {
+				got[labels["kind"]] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if want := map[string]float64{"image": 2, "unknown": 1}; !maps.Equal(got, want) {
+		t.Errorf("mediaworker_jobs_total{outcome=\"rescued\"} by kind: %v, want %v", got, want)
+	}
+
+	// And the page shows them.
+	h, err := console.New(src, console.Config{Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(h)
+	defer web.Close()
+	resp, err := http.Get(web.URL + "/console/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	row := regexp.MustCompile(`(?s)q-name">` + regexp.QuoteMeta(cfg.Streams.LaneDurable(pipeline.Image)) + `</div>.*?<td class="num">2<div[^>]*>gave up \d+s ago</div></td>`)
+	if resp.StatusCode != 200 || !row.Match(body) {
+		t.Errorf("GET /console/live: %d; the image lane's row lacks its 2 rescues and the last one:\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestConsoleReadsOutcomeHeader: a response's Mw-Outcome header says how its request ended, whatever its
+// error's words; only a response without the header (stored by a worker from before it) is read by them.
+// The messages are on the responses stream, and the console follows it.
+func TestConsoleReadsOutcomeHeader(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	js, err := jetstream.New(testenv.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := natsjs.DefaultConfig()
+	if err := natsjs.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	subj := cfg.Subjects()
+	n := 0
+	feed := func(subject, outcome string, v any) {
+		m := nats.NewMsg(subject)
+		m.Data, _ = json.Marshal(v)
+		if outcome != "" {
+			m.Header.Set(natsjs.HeaderOutcome, outcome)
+		}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if subject == subj.Response {
+			n++
+		}
+	}
+	// With the header.
+	feed(subj.Response, natsjs.OutcomeFailed, contracts.Response{MediaID: "h-failed", Error: "gave up after reading the file: it is not an image"})
+	feed(subj.Response, natsjs.OutcomeFailed, contracts.Response{MediaID: "h-failed-2", Error: "virus detected in the filename is not a virus"})
+	feed(subj.Response, natsjs.OutcomeGaveUp, contracts.Response{MediaID: "h-gaveup", Error: "scanning: clamd unavailable"})
+	feed(subj.Virus, "", contracts.VirusEvent{MediaID: "h-virus", VirusName: "Eicar-Test-Signature", ActionTaken: contracts.ActionDeleted})
+	feed(subj.Response, natsjs.OutcomeVirus, contracts.Response{MediaID: "h-virus", Error: "the upload is infected"})
+	feed(subj.Response, natsjs.OutcomeVirus, contracts.Response{MediaID: "h-virus-alone", Error: "the upload is infected"})
+	feed(subj.Response, natsjs.OutcomeSuccess, contracts.Response{MediaID: "h-success", Success: true})
+	feed(subj.Response, "some-later-kind", contracts.Response{MediaID: "h-unknown", Error: "gave up after 3 deliveries: x"})
+	// Without it: an older worker's, read by its words.
+	feed(subj.Response, "", contracts.Response{MediaID: "old-gaveup", Error: "gave up after 5 deliveries: clamd unavailable"})
+	feed(subj.Response, "", contracts.Response{MediaID: "old-virus", Error: "virus detected: Eicar-Test-Signature"})
+	feed(subj.Response, "", contracts.Response{MediaID: "old-failed", Error: "detecting: unsupported media type: application/pdf"})
+	feed(subj.Response, "", contracts.Response{MediaID: "old-success", Success: true})
+
+	type want struct{ result, virus string }
+	wants := map[string]want{
+		"h-failed":      {console.ResultFailed, ""},
+		"h-failed-2":    {console.ResultFailed, ""},
+		"h-gaveup":      {console.ResultGaveUp, ""},
+		"h-virus":       {console.ResultInfected, "Eicar-Test-Signature"}, // from the virus event
+		"h-virus-alone": {console.ResultInfected, ""},                     // its error is shown as it is
+		"h-success":     {console.ResultSuccess, ""},
+		"h-unknown":     {console.ResultFailed, ""},
+		"old-gaveup":    {console.ResultGaveUp, ""},
+		"old-virus":     {console.ResultInfected, "Eicar-Test-Signature"},
+		"old-failed":    {console.ResultFailed, ""},
+		"old-success":   {console.ResultSuccess, ""},
+	}
+	st := newConsoleState(cfg, zerolog.Nop())
+	st.start(js)
+	defer st.stop()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if recent, _ := st.outcomes(); len(recent) != n {
+			return fmt.Errorf("%d outcomes listed, want %d", len(recent), n)
+		}
+		return nil
+	})
+	recent, ring := st.outcomes()
+	if len(recent) != len(wants) {
+		t.Fatalf("%d outcomes listed, want %d: %+v", len(recent), len(wants), recent)
+	}
+	for _, o := range recent {
+		if w := wants[o.MediaID]; o.Result != w.result || o.Virus != w.virus {
+			t.Errorf("%s: result %q, virus %q; want %q, %q", o.MediaID, o.Result, o.Virus, w.result, w.virus)
+		}
+	}
+	var totals [4]int
+	for _, m := range ring.Series(time.Now()) {
+		for k, c := range m.Counts {
+			totals[k] += c
+		}
+	}
+	if want := [4]int{2, 4, 3, 2}; totals != want {
+		t.Errorf("throughput totals %v, want %v (success, failed, infected, gave up)", totals, want)
+	}
 }
