@@ -134,7 +134,20 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	if err != nil {
 		return fmt.Errorf("fetching message %d: %w", adv.StreamSeq, err)
 	}
+	// The rescue (rescue.go) may have found the same message: one of the two settles it, by the same
+	// claim. One under way elsewhere makes this attempt wait (the advisory is retried, and finds the
+	// message gone once the rescue removed it); a rescue that stored its copy leaves only the removal.
+	claim, err := w.claimRescue(ctx, adv.StreamSeq)
+	if err != nil {
+		return err
+	}
+	if claim == "" {
+		return fmt.Errorf("a rescue of message %d is under way", adv.StreamSeq)
+	}
 	d := storedDelivery(w.cfg.laneOf(orig.Subject), orig.Data, orig.Header, adv.StreamSeq, orig.Time, adv.Deliveries, nil)
+	if claim == claimRequeued {
+		return w.apply(ctx, d, plan{then: actRemove}, w.log)
+	}
 	d.lastChance = last
 	req, perr := contracts.ParseRequest(orig.Data)
 	if perr == nil || contracts.Correlatable(perr) {

@@ -131,7 +131,9 @@ func (w *Worker) apply(ctx context.Context, d *delivery, p plan, log zerolog.Log
 // full, and triage serves every lane) nor dead-lettered (a full lane is load, not a fault): its copy
 // goes into the lane past the cap, on a subject of its own (overflowSubject), which the lane's consumer
 // also reads. So a lane's backlog can exceed --max-queued by the requests that reached their last
-// delivery while it was full, and by no more.
+// delivery while it was full: under overload that lasts longer than a request's deliveries (at the
+// default backoff, over ten minutes) the lane's backlog grows with what keeps arriving, while the
+// request subject's cap still answers the API's excess publishes with a refusal.
 func (w *Worker) laneFull(ctx context.Context, d *delivery, ev event, log zerolog.Logger) error {
 	if d.msg != nil && d.deliveries < uint64(w.cfg.MaxDeliver) {
 		delay := w.backoff(d.deliveries)

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,9 +166,9 @@ func (w *Worker) findStranded(ctx context.Context) ([]stranded, error) {
 	}
 	var out []stranded
 	for _, lane := range append([]pipeline.MediaKind{""}, Lanes...) {
-		durable, subject := w.cfg.Durable, w.cfg.Subjects().Request
+		durable, subjects := w.cfg.Durable, []string{w.cfg.Subjects().Request}
 		if lane != "" {
-			durable, subject = w.cfg.LaneDurable(lane), w.cfg.WorkSubject(lane)
+			durable, subjects = w.cfg.LaneDurable(lane), w.cfg.laneSubjects(lane)
 		}
 		cons, err := stream.Consumer(ctx, durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -184,15 +185,17 @@ func (w *Worker) findStranded(ctx context.Context) ([]stranded, error) {
 		if info.NumAckPending == 0 {
 			limit = info.Delivered.Stream
 		}
-		err = scanSubject(ctx, stream, subject, 1, func(m *jetstream.RawStreamMsg) bool {
-			if m.Sequence > limit {
-				return false
+		for _, subject := range subjects {
+			err = scanSubject(ctx, stream, subject, 1, func(m *jetstream.RawStreamMsg) bool {
+				if m.Sequence > limit {
+					return false
+				}
+				out = append(out, stranded{lane: lane, seq: m.Sequence})
+				return true
+			})
+			if err != nil && !errors.Is(err, errScanLimit) { // the first so many now, the rest once they are gone
+				return nil, err
 			}
-			out = append(out, stranded{lane: lane, seq: m.Sequence})
-			return true
-		})
-		if err != nil && !errors.Is(err, errScanLimit) { // the first so many now, the rest once they are gone
-			return nil, err
 		}
 	}
 	return out, nil
@@ -308,7 +311,10 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 		return done("removed", "removed it: a later copy of its request is on its way")
 	}
 
-	if w.cfg.MaxDeliver > 1 && orig.Header.Get(HeaderRescued) == "" {
+	// A lane message is handed back as a copy in its lane. A request on the request subject is not:
+	// the worker may not publish requests (deploy/nats/accounts.conf), and what a request's headers
+	// say is the API's; it is given up, answered and dead-lettered, for an operator's replay.
+	if d.lane != "" && w.cfg.MaxDeliver > 1 && orig.Header.Get(HeaderRescued) == "" {
 		if err := w.requeue(ctx, d, orig); err != nil {
 			return err
 		}
@@ -322,52 +328,68 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 	return done("gave_up", "gave it up (response and dead letter)")
 }
 
-// movedOn reports whether a later copy of d's request is stored on a lane's subject: triage routed it
-// (its lane copy is on its way) or a lane re-routed it to the other lane, or an earlier rescue stored
-// its copy. Then d is done with and answering it would answer the request twice.
+// movedOn reports whether a later copy of d's request is stored in a lane: triage routed it (its
+// lane copy, or its copy past a full lane's cap, is on its way), a lane re-routed it to the other lane,
+// or an earlier rescue stored its copy. Then d is done with and answering it would answer the request
+// twice. Only lane subjects are read, whose messages only the worker writes: what a request on the
+// request subject carries says nothing (the API chooses it). A backlog too long to read in one go is
+// taken as no copy, as before this check existed (the settled-requests memory still guards).
 func (w *Worker) movedOn(ctx context.Context, d *delivery) (bool, error) {
 	stream, err := w.js.Stream(ctx, w.cfg.RequestsStream())
 	if err != nil {
 		return false, fmt.Errorf("opening the requests stream: %w", err)
 	}
 	want := strconv.FormatUint(d.reqSeq, 10)
-	subjects := []string{}
 	for _, l := range Lanes {
-		subjects = append(subjects, w.cfg.WorkSubject(l))
-	}
-	if d.lane == "" {
-		subjects = append(subjects, w.cfg.Subjects().Request) // an earlier rescue's copy of the request
-	}
-	found := false
-	for _, subject := range subjects {
-		err := scanSubject(ctx, stream, subject, d.seq+1, func(m *jetstream.RawStreamMsg) bool {
-			found = m.Header.Get(HeaderRequestSeq) == want ||
-				m.Header.Get(jetstream.MsgIDHeader) == w.requeueID(d.seq)
-			return !found
-		})
-		if err != nil {
+		// Its copy past a full lane's cap: an exact subject.
+		_, err := stream.GetMsg(ctx, d.seq+1, jetstream.WithGetMsgSubject(w.cfg.overflowSubject(l, d.reqSeq)))
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return false, fmt.Errorf("looking for a later copy of request %d: %w", d.reqSeq, err)
 		}
-		if found {
-			return true, nil
+		for _, subject := range w.cfg.laneSubjects(l) {
+			found := false
+			err := scanSubject(ctx, stream, subject, d.seq+1, func(m *jetstream.RawStreamMsg) bool {
+				found = m.Header.Get(HeaderRequestSeq) == want
+				return !found
+			})
+			if errors.Is(err, errScanLimit) {
+				w.log.Warn().Uint64("seq", d.reqSeq).Str("subject", subject).Msg("too long a backlog to look for a later copy of the request; taking it as none")
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("looking for a later copy of request %d: %w", d.reqSeq, err)
+			}
+			if found {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
 }
 
-func (w *Worker) requeueID(seq uint64) string {
-	return fmt.Sprintf("rescue/%s/%d", w.cfg.RequestsStream(), seq)
+// requeueID is the Nats-Msg-Id of a stranded lane message's copy: like routeID, it ends in a digest of
+// when the server stored the stranded message, so no publisher can claim it in advance as a request's
+// id in the duplicate window the requests stream shares.
+func (w *Worker) requeueID(seq uint64, stored time.Time) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("rescue/%s/%d/%d", w.cfg.RequestsStream(), seq, stored.UnixNano())))
+	return fmt.Sprintf("rescue/%s/%d/%x", w.cfg.RequestsStream(), seq, sum[:8])
 }
 
 // requeue stores a copy of a stranded message on its own subject, for a fresh round of deliveries, and
 // removes the stranded one. A request's copy is a new request (triage does not take identities from a
 // request's headers); a lane's copy keeps its request's (Mw-Request-Seq).
 func (w *Worker) requeue(ctx context.Context, d *delivery, orig *jetstream.RawStreamMsg) error {
-	m := nats.NewMsg(orig.Subject)
+	// On a subject of its own under the lane's (one message: the lane's --max-queued cap, which may be
+	// what keeps the lane full, cannot refuse it), which the lane's consumer reads. Stream sequences
+	// are unique, so it never meets another request's copy past the cap (those end in a request's).
+	m := nats.NewMsg(w.cfg.WorkSubject(d.lane) + "." + strconv.FormatUint(d.seq, 10))
 	m.Data = orig.Data
 	copyHeaders(m.Header, orig.Header)
 	m.Header.Set(HeaderRescued, strconv.FormatUint(d.seq, 10))
-	p := plan{events: []event{{msg: m, id: w.requeueID(d.seq)}}, requeued: true, then: actRemove}
+	p := plan{events: []event{{msg: m, id: w.requeueID(d.seq, orig.Time)}}, requeued: true, then: actRemove}
 	if err := w.apply(ctx, d, p, w.log); err != nil {
 		return fmt.Errorf("handing back stranded message %d: %w", d.seq, err)
 	}

@@ -30,7 +30,8 @@ func TestStreamsDefineTheLanes(t *testing.T) {
 		if err := dec.Decode(&cc); err != nil {
 			t.Fatalf("consumer-%s does not decode into server.ConsumerConfig: %v", lane, err)
 		}
-		if cc.Durable != "mediaworker-"+lane || cc.FilterSubject != subject || cc.AckWait != 45*time.Second ||
+		// The lane's subject and, under it, the subjects of copies past a full lane's --max-queued cap.
+		if cc.Durable != "mediaworker-"+lane || !slices.Equal(cc.FilterSubjects, []string{subject, subject + ".*"}) || cc.AckWait != 45*time.Second ||
 			cc.MaxAckPending != 12 || cc.AckPolicy != server.AckExplicit || cc.InactiveThreshold != 0 {
 			t.Errorf("consumer-%s: %+v", lane, cc)
 		}
@@ -40,7 +41,7 @@ func TestStreamsDefineTheLanes(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sc); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"app.media.optimize.request", lanes["image"], lanes["video"]} {
+	for _, want := range []string{"app.media.optimize.request", lanes["image"], lanes["video"], lanes["image"] + ".*", lanes["video"] + ".*"} {
 		if !slices.Contains(sc.Subjects, want) {
 			t.Errorf("the requests stream's subjects %v lack %s", sc.Subjects, want)
 		}
@@ -90,8 +91,13 @@ func TestStreamsDefineTheLanes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after streams apply, consumer %s: %v", durable, err)
 		}
-		if cfg := c.CachedInfo().Config; cfg.FilterSubject != w.subject || cfg.MaxAckPending != w.ackPending {
-			t.Errorf("consumer %s filters %q with max ack pending %d; want %q and %d", durable, cfg.FilterSubject, cfg.MaxAckPending, w.subject, w.ackPending)
+		cfg := c.CachedInfo().Config
+		filters := cfg.FilterSubjects
+		if cfg.FilterSubject != "" {
+			filters = []string{cfg.FilterSubject}
+		}
+		if filters[0] != w.subject || cfg.MaxAckPending != w.ackPending {
+			t.Errorf("consumer %s filters %q with max ack pending %d; want %q first and %d", durable, filters, cfg.MaxAckPending, w.subject, w.ackPending)
 		}
 	}
 }
