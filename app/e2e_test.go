@@ -43,6 +43,32 @@ type world struct {
 	viruses   map[string][]contracts.VirusEvent
 }
 
+// runApp runs a worker as `mediaworker run` does, until the test ends (then it must stop within 30 s).
+func runApp(t *testing.T, cfg app.Config, level zerolog.Level) *app.App {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(level))
+	if err != nil {
+		cancel()
+		t.Fatalf("starting the worker: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("worker stopped with: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("worker did not stop within 30s")
+		}
+		a.Close()
+	})
+	return a
+}
+
 func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*app.Config)) *world {
 	t.Helper()
 	srv := testenv.StartNATS(t)
@@ -63,26 +89,7 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel))
-	if err != nil {
-		cancel()
-		t.Fatalf("starting the worker: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("worker stopped with: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("worker did not stop within 30s")
-		}
-		a.Close()
-	})
+	a := runApp(t, cfg, zerolog.InfoLevel)
 
 	w := &world{t: t, app: a, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media", minio: minio,
 		responses: map[string][]contracts.Response{}, viruses: map[string][]contracts.VirusEvent{}}

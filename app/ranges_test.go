@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
@@ -35,26 +34,7 @@ func objectsWorker(t *testing.T, size int) (srv *server.Server, url string, data
 	cfg.Scanner.Addr = clamd.Addr
 	cfg.Pipeline.TmpDir = t.TempDir()
 	cfg.HTTPAddr = "127.0.0.1:0"
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if err != nil {
-		cancel()
-		t.Fatalf("starting the worker: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("worker stopped with: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("worker did not stop within 30s")
-		}
-		a.Close()
-	})
+	a := runApp(t, cfg, zerolog.WarnLevel)
 
 	js, err := jetstream.New(testenv.Connect(t, srv))
 	if err != nil {
