@@ -251,7 +251,9 @@ func (m *settledMemory) rememberSoon(ctx context.Context, reqSeq uint64, state s
 	}
 	var opts []jetstream.PublishOpt
 	if state == settledRouted {
-		// As in remember: "routed" never overwrites a lane's record (create-if-absent).
+		// Triage records "routed" after publishing the lane's copy, so the lane may have finished and
+		// recorded "final" first: never overwrite that (create-if-absent), or a late duplicate would
+		// run the job again.
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
 	}
 	subject := "$KV." + m.cfg.SettledBucket() + "." + strconv.FormatUint(reqSeq, 10)

@@ -385,7 +385,7 @@ func (w *Worker) requeue(ctx context.Context, d *delivery, orig *jetstream.RawSt
 	// On a subject of its own under the lane's (one message: the lane's --max-queued cap, which may be
 	// what keeps the lane full, cannot refuse it), which the lane's consumer reads. Stream sequences
 	// are unique, so it never meets another request's copy past the cap (those end in a request's).
-	m := nats.NewMsg(w.cfg.WorkSubject(d.lane) + "." + strconv.FormatUint(d.seq, 10))
+	m := nats.NewMsg(w.cfg.overflowSubject(d.lane, d.seq))
 	m.Data = orig.Data
 	copyHeaders(m.Header, orig.Header)
 	m.Header.Set(HeaderRescued, strconv.FormatUint(d.seq, 10))

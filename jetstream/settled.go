@@ -104,24 +104,3 @@ func (m *settledMemory) rememberOutbox(ctx context.Context, reqSeq uint64, ob ou
 	}
 	return nil
 }
-
-// remember records how far the request went.
-func (m *settledMemory) remember(ctx context.Context, reqSeq uint64, state string) error {
-	kv, err := m.bucket(ctx)
-	if err != nil {
-		return err
-	}
-	key := strconv.FormatUint(reqSeq, 10)
-	if state == settledRouted {
-		// Triage records "routed" after publishing the lane's copy, so the lane may have finished and
-		// recorded "final" first: never overwrite that, or a late duplicate would run the job again.
-		if _, err := kv.Create(ctx, key, []byte(state)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("recording settled request %d: %w", reqSeq, err)
-		}
-		return nil
-	}
-	if _, err := kv.Put(ctx, key, []byte(state)); err != nil {
-		return fmt.Errorf("recording settled request %d: %w", reqSeq, err)
-	}
-	return nil
-}

@@ -20,21 +20,13 @@ func TestSettledRoutedNeverOverwritesFinal(t *testing.T) {
 	}
 	m := &settledMemory{js: js, cfg: DefaultConfig()}
 	ctx := t.Context()
-	for _, step := range []struct {
-		seq   uint64
-		state string
-	}{{1, settledFinal}, {1, settledRouted}, {2, settledRouted}, {2, settledFinal}} {
-		if err := m.remember(ctx, step.seq, step.state); err != nil {
-			t.Fatalf("remember(%d, %s): %v", step.seq, step.state, err)
-		}
-	}
-	// settle records with rememberSoon: the same rule without waiting for each write. A "routed"
-	// refused because "final" is there is the rule at work, not a lost write.
+	// apply records with rememberSoon, without waiting for each write. A "routed" refused because
+	// "final" is there is the rule at work, not a lost write.
 	var lost atomic.Int32
 	for _, step := range []struct {
 		seq   uint64
 		state string
-	}{{3, settledFinal}, {3, settledRouted}, {4, settledRouted}, {4, settledFinal}} {
+	}{{1, settledFinal}, {1, settledRouted}, {2, settledRouted}, {2, settledFinal}, {3, settledFinal}, {3, settledRouted}, {4, settledRouted}, {4, settledFinal}} {
 		if err := m.rememberSoon(ctx, step.seq, step.state, 10*time.Second, func() { lost.Add(1) }); err != nil {
 			t.Fatalf("rememberSoon(%d, %s): %v", step.seq, step.state, err)
 		}

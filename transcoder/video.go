@@ -206,27 +206,7 @@ const (
 	// fileSizeMargin is what any file a tool writes may exceed MaxOutputBytes by (RLIMIT_FSIZE): -fs
 	// stops ffmpeg after the chunk that crosses the cap, and the fast-start pass adds the index.
 	fileSizeMargin = 64 << 20
-	// cpuLeadIn is how much longer than it is an input counts for its CPU budget (cpuBudget): what an
-	// encode costs beyond its frames (loading ffmpeg, setting up x264, the poster, the fast-start
-	// pass), which weighs most on the shortest clips.
-	cpuLeadIn = 10 * time.Second
 )
-
-// cpuBudget is the CPU time (RLIMIT_CPU) one run over an input of duration seconds may use:
-// CPUPerInputSecond for each second of it and of cpuLeadIn, in whole seconds, at most MaxCPUTime.
-// rule explains a budget below MaxCPUTime, for the refusal's message ("" when MaxCPUTime applies).
-func (v *Videos) cpuBudget(duration float64) (limit time.Duration, rule string) {
-	per := v.cfg.CPUPerInputSecond
-	if per <= 0 || duration <= 0 {
-		return v.cfg.MaxCPUTime, ""
-	}
-	want := time.Duration((duration + cpuLeadIn.Seconds()) * float64(per))
-	if want >= v.cfg.MaxCPUTime {
-		return v.cfg.MaxCPUTime, ""
-	}
-	limit = max((want + time.Second - 1).Truncate(time.Second), time.Second) // RLIMIT_CPU counts whole seconds
-	return limit, fmt.Sprintf("for a %.1f s video: %s per second of video, counting %s more", duration, per, cpuLeadIn)
-}
 
 // Videos transforms videos with ffmpeg. It is safe for concurrent use.
 type Videos struct {
