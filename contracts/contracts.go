@@ -20,7 +20,15 @@ const (
 	FormatMP4  = "mp4"
 	FormatJPG  = "jpg"
 	FormatM3U8 = "m3u8"
+
+	// FormatAVIF and FormatPNG appear only in answers to requests that name a recipe (the response
+	// then carries "recipe"): the seed contract's enum does not have them.
+	FormatAVIF = "avif"
+	FormatPNG  = "png"
 )
+
+// DefaultRecipe is the recipe of a request that names none: the seed contract's output set.
+const DefaultRecipe = "default"
 
 // Virus actions, as the virus-event schema enumerates them.
 const (
@@ -28,23 +36,37 @@ const (
 	ActionQuarantined = "quarantined"
 )
 
-// Request asks the worker to optimize one upload. All fields are required and non-empty.
+// Request asks the worker to optimize one upload. The seed contract's four fields are required and
+// non-empty; Recipe is the project's optional extension.
 type Request struct {
 	S3Key    string `json:"s3Key"`
 	S3Bucket string `json:"s3Bucket"`
 	MediaID  string `json:"mediaId"`
 	MediaURL string `json:"mediaUrl"`
+	// Recipe names the output set the worker's configuration defines; empty is DefaultRecipe.
+	Recipe string `json:"recipe,omitempty"`
+}
+
+// RecipeName is the recipe the request asks for: DefaultRecipe when it names none.
+func (r Request) RecipeName() string {
+	if r.Recipe == "" {
+		return DefaultRecipe
+	}
+	return r.Recipe
 }
 
 // Response reports the one outcome of a request. Error is set exactly when Success is false.
 type Response struct {
-	MediaID     string    `json:"mediaId"`
-	OriginalURL string    `json:"originalUrl"`
-	Success     bool      `json:"success"`
-	Error       string    `json:"error,omitempty"`
-	Processed   []Variant `json:"processed,omitempty"`
-	Metadata    *Metadata `json:"metadata,omitempty"`
-	Warnings    []string  `json:"warnings,omitempty"`
+	MediaID     string `json:"mediaId"`
+	OriginalURL string `json:"originalUrl"`
+	Success     bool   `json:"success"`
+	// Recipe echoes the request's recipe when it named one. Its presence is what lets processed[]
+	// carry variant names and formats beyond the seed contract's enums (see response.schema.json).
+	Recipe    string    `json:"recipe,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	Processed []Variant `json:"processed,omitempty"`
+	Metadata  *Metadata `json:"metadata,omitempty"`
+	Warnings  []string  `json:"warnings,omitempty"`
 }
 
 // Variant is one uploaded output.

@@ -10,6 +10,7 @@ import (
 // request key's directory and never equal the request key.
 type OutputKeys struct {
 	dir, stem, mediaID string
+	recipe             string // "" for the default recipe, whose keys are the seed's
 }
 
 // KeysFor derives the output keys of a validated request.
@@ -23,7 +24,11 @@ func KeysFor(r Request) OutputKeys {
 	if stem == "" { // ".jpg" → keep something readable
 		stem = base
 	}
-	return OutputKeys{dir: dir, stem: stem, mediaID: r.MediaID}
+	k := OutputKeys{dir: dir, stem: stem, mediaID: r.MediaID}
+	if r.RecipeName() != DefaultRecipe {
+		k.recipe = r.Recipe
+	}
+	return k
 }
 
 func (k OutputKeys) join(parts ...string) string {
@@ -34,8 +39,16 @@ func (k OutputKeys) join(parts ...string) string {
 }
 
 // Image is <dir>/images/<mediaId>/<stem>_<quality>.webp.
-func (k OutputKeys) Image(quality string) string {
-	return k.join("images", k.mediaID, k.stem+"_"+quality+".webp")
+func (k OutputKeys) Image(quality string) string { return k.ImageAs(quality, FormatWebP) }
+
+// ImageAs is the key of an image variant named name with extension ext: for the default recipe
+// <dir>/images/<mediaId>/<stem>_<name>.<ext>, for a named one <dir>/images/<mediaId>/<recipe>/<stem>_<name>.<ext>,
+// so two recipes' variants of one upload never overwrite each other.
+func (k OutputKeys) ImageAs(name, ext string) string {
+	if k.recipe != "" {
+		return k.join("images", k.mediaID, k.recipe, k.stem+"_"+name+"."+ext)
+	}
+	return k.join("images", k.mediaID, k.stem+"_"+name+"."+ext)
 }
 
 // Video is <dir>/videos/<mediaId>/mp4/<stem>.mp4.
@@ -58,10 +71,14 @@ const MaxHLSNameBytes = 16
 // refuses keys whose outputs would exceed MaxKeyBytes: the upload would fail only after the work.
 func (k OutputKeys) Longest() int {
 	n := 0
-	for _, key := range []string{
+	keys := []string{
 		k.Image(QualityMedium), k.Image(QualityHigh), k.Image(QualityLow), k.Video(), k.Poster(),
 		k.HLS(strings.Repeat("x", MaxHLSNameBytes)),
-	} {
+	}
+	if k.recipe != "" { // a named recipe's variants may have any valid name
+		keys = append(keys, k.ImageAs(strings.Repeat("x", MaxNameBytes), FormatAVIF))
+	}
+	for _, key := range keys {
 		n = max(n, len(key))
 	}
 	return n

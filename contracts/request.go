@@ -97,6 +97,18 @@ func parseRequest(data []byte) (Request, error) {
 			fieldErr = firstOf(fieldErr, &ParseError{Field: f.name, Reason: "is empty"})
 		}
 	}
+	// recipe is optional: absent is the default recipe, the seed contract's outputs.
+	if v, ok := raw["recipe"]; ok {
+		switch err := json.Unmarshal(v, &req.Recipe); {
+		case err != nil:
+			fieldErr = firstOf(fieldErr, &ParseError{Field: "recipe", Reason: "must be a string, got " + jsonKind(v)})
+		case badText(v) != "":
+			req.Recipe = ""
+			fieldErr = firstOf(fieldErr, &ParseError{Field: "recipe", Reason: badText(v)})
+		case req.Recipe == "":
+			fieldErr = firstOf(fieldErr, &ParseError{Field: "recipe", Reason: "is empty (leave it out for the default recipe)"})
+		}
+	}
 
 	// Without a UUID mediaId there is nobody to answer: the contract's response carries a UUID, and
 	// the API keys its records by it. Such a payload goes to the dead-letter stream.
@@ -137,7 +149,7 @@ func (r Request) bounded() Request {
 	for _, f := range []struct {
 		v   *string
 		max int
-	}{{&r.MediaID, 36}, {&r.MediaURL, MaxMediaURLBytes}, {&r.S3Bucket, MaxBucketBytes}, {&r.S3Key, MaxKeyBytes}} {
+	}{{&r.MediaID, 36}, {&r.MediaURL, MaxMediaURLBytes}, {&r.S3Bucket, MaxBucketBytes}, {&r.S3Key, MaxKeyBytes}, {&r.Recipe, MaxNameBytes}} {
 		if len(*f.v) > f.max {
 			*f.v = ""
 		}
@@ -188,6 +200,11 @@ func (r Request) Validate() error {
 	}
 	if err := ValidateKey(r.S3Key); err != nil {
 		return &ParseError{Field: "s3Key", Reason: err.Error()}
+	}
+	if r.Recipe != "" {
+		if err := ValidateName(r.Recipe); err != nil {
+			return &ParseError{Field: "recipe", Reason: err.Error()}
+		}
 	}
 	if n := KeysFor(r).Longest(); n > MaxKeyBytes {
 		return &ParseError{Field: "s3Key", Reason: fmt.Sprintf(

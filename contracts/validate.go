@@ -23,7 +23,26 @@ const (
 	MaxBucketBytes = 63
 	// MaxMediaURLBytes bounds mediaUrl, which every answer echoes as originalUrl.
 	MaxMediaURLBytes = 4096
+	// MaxNameBytes bounds a recipe's name and a variant's name: each becomes part of output keys.
+	MaxNameBytes = 32
 )
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// ValidateName checks a recipe or variant name: 1 to MaxNameBytes lowercase letters, digits, '_' and
+// '-', starting with a letter or digit. Names become path segments of output keys and the response's
+// quality, so nothing else is taken.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is empty")
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("is %d bytes, limit is %d", len(name), MaxNameBytes)
+	case !namePattern.MatchString(name):
+		return fmt.Errorf("%q must be lowercase letters, digits, '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
 
 // MediaURLSchemes are the schemes a request's mediaUrl may have: the API's own web URLs, and the forms
 // of the object stores' URLs the worker itself gives (s3://bucket/key, nats://objectstore/bucket/key).
