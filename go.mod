@@ -3,6 +3,7 @@ module github.com/mediaworker/mediaworker
 go 1.26.8
 
 require (
+	github.com/corona10/goimagehash v1.1.0
 	github.com/dutchcoders/go-clamd v0.0.0-20170520113014-b970184f4d9e
 	github.com/gabriel-vasile/mimetype v1.4.16
 	github.com/google/uuid v1.6.0
@@ -21,6 +22,8 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sync v0.24.0
 )
+
+require github.com/nfnt/resize v0.0.0-20180221191011-83c6a9932646 // indirect
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
