@@ -17,7 +17,7 @@ var opLock sync.RWMutex
 
 // Error is a libvips operation that failed on a file, with what libvips said about it.
 type Error struct {
-	Op  string // what was being done: "reading the header", "decoding", "resizing", "encoding webp"
+	Op  string // what was being done: "reading the header", "decoding", "resizing", "cropping", "encoding webp", ...
 	Msg string // libvips' messages on one line, the file's path replaced by "the file"; may be empty
 }
 

@@ -22,11 +22,29 @@
 	X(vips_image_get_string) X(vips_image_copy_memory) X(vips_extract_band) X(vips_min) \
 	X(vips_thumbnail) X(vips_thumbnail_image) X(vips_webpsave_buffer) \
 	X(vips_image_get_fields) X(vips_image_remove) \
-	X(g_object_unref) X(g_free) X(g_strfreev) X(g_strlcpy) X(g_log_set_handler) \
+	X(vips_smartcrop) X(vips_extract_area) X(vips_flatten) X(vips_colourspace) X(vips_cast) \
+	X(vips_image_get_interpretation) X(vips_image_write_to_memory) X(vips_error) \
+	X(vips_array_double_newv) X(vips_area_unref) X(vips_jpegsave_buffer) X(vips_pngsave_buffer) \
+	X(g_object_ref) X(g_object_unref) X(g_free) X(g_realloc) X(g_strfreev) X(g_strlcpy) X(g_log_set_handler) \
 	X(g_type_from_name) X(g_type_class_ref) X(g_type_class_unref)
+
+// The libheif functions the AVIF encoder calls (mw_avif). libvips' heifsave cannot set the AV1
+// encoder's thread count (libheif's aom plugin starts 4 by default), so the shim drives libheif
+// itself; libheif is the library libvips' heif module already loaded at vips_init.
+#define MW_HEIF_SYMBOLS(X) \
+	X(heif_context_alloc) X(heif_context_free) X(heif_context_get_encoder_for_format) \
+	X(heif_encoder_release) X(heif_encoder_set_lossy_quality) X(heif_encoder_set_lossless) \
+	X(heif_encoder_set_parameter_integer) X(heif_encoder_set_parameter_string) \
+	X(heif_encoding_options_alloc) X(heif_encoding_options_free) X(heif_context_encode_image) \
+	X(heif_context_write) X(heif_image_create) X(heif_image_add_plane) X(heif_image_get_plane) \
+	X(heif_image_release)
 
 #define MW_DECLARE(name) static __typeof__(name) *mw_##name;
 MW_SYMBOLS(MW_DECLARE)
+MW_HEIF_SYMBOLS(MW_DECLARE)
+
+// mw_heif_missing is NULL once the libheif pointers are filled, else why AVIF cannot be written.
+static const char *mw_heif_missing = "libheif was not loaded";
 
 // MW_LIBVIPS is the library's soname for the ABI the headers describe (8.x: libvips.so.42).
 
@@ -40,6 +58,20 @@ const char *mw_load(void) {
 #define MW_LOAD(name) if (!(mw_##name = dlsym(h, #name))) return "libvips lacks " #name;
 	MW_SYMBOLS(MW_LOAD)
 	return NULL;
+}
+
+// mw_load_heif fills the libheif pointers, or says in mw_heif_missing why it could not: without
+// libheif only AVIF variants fail, every other image works.
+static void mw_load_heif(void) {
+	// Already mapped by libvips' heif module (vips_init loads it); dlopen only takes a reference.
+	void *h = dlopen(MW_LIBHEIF, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		mw_heif_missing = "libheif (" MW_LIBHEIF ") cannot be loaded";
+		return;
+	}
+#define MW_LOAD_HEIF(name) if (!(mw_##name = dlsym(h, #name))) { mw_heif_missing = "libheif lacks " #name; return; }
+	MW_HEIF_SYMBOLS(MW_LOAD_HEIF)
+	mw_heif_missing = NULL;
 }
 
 static void mw_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data) {
@@ -83,6 +115,8 @@ int mw_init(int concurrency) {
 	mw_vips_operation_block_set("VipsForeignLoadNsgif", FALSE);
 	mw_vips_operation_block_set("VipsForeignLoadHeif", FALSE);
 	mw_vips_operation_block_set("VipsForeignLoadTiff", FALSE);
+
+	mw_load_heif();
 	return 0;
 }
 
@@ -208,16 +242,20 @@ static int mw_keep_field(const char *name) {
 // ("exif too large", from 8 MiB) or crashes the process (a HEIF's 1 MiB EXIF item: SIGSEGV in
 // webpsave, measured); nothing of it is meant to leave the worker anyway. Built-in header fields
 // (width, bands, ...) are not metadata and vips_image_remove leaves them alone.
-static void mw_strip(VipsImage *im) {
+// With keep_animation 0 the frame layout and timing go too (a still image cut from an animation).
+static void mw_strip_fields(VipsImage *im, int keep_animation) {
 	gchar **fields = mw_vips_image_get_fields(im);
 
 	for (int i = 0; fields && fields[i]; i++)
-		if (!mw_keep_field(fields[i]))
+		if (!keep_animation || !mw_keep_field(fields[i]))
 			mw_vips_image_remove(im, fields[i]);
 	mw_g_strfreev(fields);
 }
 
-// mw_thumbnail_file decodes path shrunk to fit size x size (never enlarged), upright (EXIF
+static void mw_strip(VipsImage *im) { mw_strip_fields(im, 1); }
+
+// mw_thumbnail_file decodes path shrunk to fit width x height (never enlarged; the box is upright,
+// libvips swaps it for a file it rotates), upright (EXIF
 // orientation applied) and in sRGB, into memory. With all_pages it decodes every page of an animation
 // (the loader's n=-1), each page shrunk to fit, as one tall image with page-height set and the
 // frame delays and loop count kept as metadata; otherwise the first page only.
@@ -228,7 +266,7 @@ static void mw_strip(VipsImage *im) {
 // export it to sRGB anyway runs an ICC transform that costs ~0.1 CPU-s per 2048 px variant and
 // shifts the colours (measured on a profile-less 12 MP JPEG: mean R +13.7, G +4.2, B +5.2 of 255,
 // contrast down 8 %).
-VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_icc) {
+VipsImage *mw_thumbnail_file(const char *path, int width, int height, int all_pages, int has_icc) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
 	char *name = NULL;
@@ -244,15 +282,15 @@ VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_
 		snprintf(name, n, "%s[n=-1]", path);
 	}
 	if (has_icc)
-		rc = mw_vips_thumbnail(name ? name : path, &t, size,
-			"height", size,
+		rc = mw_vips_thumbnail(name ? name : path, &t, width,
+			"height", height,
 			"size", VIPS_SIZE_DOWN,
 			"fail_on", VIPS_FAIL_ON_ERROR,
 			"export_profile", "srgb",
 			NULL);
 	else
-		rc = mw_vips_thumbnail(name ? name : path, &t, size,
-			"height", size,
+		rc = mw_vips_thumbnail(name ? name : path, &t, width,
+			"height", height,
 			"size", VIPS_SIZE_DOWN,
 			"fail_on", VIPS_FAIL_ON_ERROR,
 			NULL);
@@ -270,14 +308,14 @@ VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_
 	return mem;
 }
 
-// mw_thumbnail_image shrinks an in-memory image to fit size x size (never enlarged) into memory.
-VipsImage *mw_thumbnail_image(VipsImage *in, int size) {
+// mw_thumbnail_image shrinks an in-memory image to fit width x height (never enlarged) into memory.
+VipsImage *mw_thumbnail_image(VipsImage *in, int width, int height) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
 
 	mw_vips_error_clear();
-	if (mw_vips_thumbnail_image(in, &t, size,
-		"height", size,
+	if (mw_vips_thumbnail_image(in, &t, width,
+		"height", height,
 		"size", VIPS_SIZE_DOWN,
 		NULL))
 		return NULL;
@@ -296,6 +334,277 @@ int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len) {
 		"effort", effort,
 		"strip", TRUE,
 		NULL);
+}
+
+// mw_first_frame copies the first frame of an animation held in memory (the top page of the stacked
+// frames) into an image of its own, without the animation's fields: a still image for the encoders
+// that write one frame.
+VipsImage *mw_first_frame(VipsImage *in) {
+	VipsImage *t = NULL;
+	VipsImage *mem;
+
+	mw_vips_error_clear();
+	if (mw_vips_extract_area(in, &t, 0, 0,
+		mw_vips_image_get_width(in), mw_vips_image_get_page_height(in), NULL))
+		return NULL;
+	mem = mw_vips_image_copy_memory(t);
+	mw_g_object_unref(t);
+	if (mem)
+		mw_strip_fields(mem, 0);
+	return mem;
+}
+
+// mw_cover scales in to exactly rw x rh (the caller keeps the aspect ratio to within a pixel, and
+// passes in's own size when no scaling is needed) and cuts width x height out of that, where
+// interesting (0 centre, 1 entropy, 2 attention) finds the part to keep. Scaling first and cropping
+// the scaled image is what vips_thumbnail_image's crop does too, but its rounding can leave the
+// scaled image a pixel short of the box on the side it does not fit exactly, and then the crop comes
+// out a pixel short: here the caller chooses the scaled size.
+VipsImage *mw_cover(VipsImage *in, int rw, int rh, int width, int height, int interesting) {
+	VipsImage *scaled, *t = NULL;
+	VipsImage *mem;
+	VipsInteresting how;
+
+	switch (interesting) {
+	case 0:
+		how = VIPS_INTERESTING_CENTRE;
+		break;
+	case 1:
+		how = VIPS_INTERESTING_ENTROPY;
+		break;
+	default:
+		how = VIPS_INTERESTING_ATTENTION;
+		break;
+	}
+
+	mw_vips_error_clear();
+	if (rw == mw_vips_image_get_width(in) && rh == mw_vips_image_get_height(in)) {
+		scaled = in;
+		mw_g_object_ref(scaled);
+	}
+	else {
+		// size=force: each axis to its own target, the caller's rounding, not libvips'.
+		if (mw_vips_thumbnail_image(in, &t, rw,
+			"height", rh,
+			"size", VIPS_SIZE_FORCE,
+			NULL))
+			return NULL;
+		// In memory: attention and entropy read the image more than once.
+		scaled = mw_vips_image_copy_memory(t);
+		mw_g_object_unref(t);
+		if (!scaled)
+			return NULL;
+	}
+	if (rw == width && rh == height)
+		return scaled;
+	t = NULL;
+	if (mw_vips_smartcrop(scaled, &t, width, height, "interesting", how, NULL)) {
+		mw_g_object_unref(scaled);
+		return NULL;
+	}
+	mem = mw_vips_image_copy_memory(t);
+	mw_g_object_unref(t);
+	mw_g_object_unref(scaled);
+	return mem;
+}
+
+// mw_8bit returns in with 8 bits per band (a new reference), converting a 16-bit image (a 16-bit
+// PNG's thumbnail stays 16-bit) to sRGB or, if grey, to 8-bit grey.
+static VipsImage *mw_8bit(VipsImage *in) {
+	VipsImage *out = NULL;
+	VipsInterpretation to;
+
+	if (mw_vips_image_get_format(in) == VIPS_FORMAT_UCHAR) {
+		mw_g_object_ref(in);
+		return in;
+	}
+	to = mw_vips_image_get_interpretation(in) == VIPS_INTERPRETATION_GREY16 ?
+		VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB;
+	if (mw_vips_colourspace(in, &out, to, NULL))
+		return NULL;
+	return out;
+}
+
+// mw_jpeg encodes in as a baseline JPEG of quality q with optimised Huffman tables and no metadata
+// (strip). JPEG has no alpha: transparent pixels are flattened onto white, which is what a
+// transparent logo or cut-out is drawn on in most places (libvips' default background is black).
+int mw_jpeg(VipsImage *in, int q, void **buf, size_t *len) {
+	VipsImage *im, *flat = NULL;
+	int rc;
+
+	mw_vips_error_clear();
+	if (!(im = mw_8bit(in)))
+		return -1;
+	if (mw_vips_image_hasalpha(im)) {
+		VipsArrayDouble *white = mw_vips_array_double_newv(1, 255.0);
+
+		rc = mw_vips_flatten(im, &flat, "background", white, NULL);
+		mw_vips_area_unref((VipsArea *) white);
+		mw_g_object_unref(im);
+		if (rc)
+			return -1;
+		im = flat;
+	}
+	rc = mw_vips_jpegsave_buffer(im, buf, len,
+		"Q", q,
+		"optimize_coding", TRUE,
+		"strip", TRUE,
+		NULL);
+	mw_g_object_unref(im);
+	return rc;
+}
+
+// mw_png encodes in as a PNG (lossless; alpha kept; 16-bit kept) without metadata, at zlib level 6
+// (libvips' default: levels above it cost several times the CPU for a percent or two).
+int mw_png(VipsImage *in, void **buf, size_t *len) {
+	mw_vips_error_clear();
+	return mw_vips_pngsave_buffer(in, buf, len,
+		"compression", 6,
+		"strip", TRUE,
+		NULL);
+}
+
+// mw_heif_fail records a libheif error in libvips' error buffer, where the Go side reads failures.
+static int mw_heif_fail(const char *what, struct heif_error err) {
+	mw_vips_error("avif", "%s: %s", what, err.message ? err.message : "libheif gave no reason");
+	return -1;
+}
+
+typedef struct {
+	char *data;
+	size_t len;
+	size_t cap;
+} mw_growbuf;
+
+static struct heif_error mw_heif_write(struct heif_context *ctx, const void *data, size_t size, void *userdata) {
+	mw_growbuf *b = userdata;
+	struct heif_error ok = { heif_error_Ok, heif_suberror_Unspecified, "" };
+
+	if (b->len + size > b->cap) {
+		size_t cap = b->cap ? b->cap : 64 * 1024;
+		while (cap < b->len + size)
+			cap *= 2;
+		b->data = mw_g_realloc(b->data, cap); // aborts rather than return NULL
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, data, size);
+	b->len += size;
+	return ok;
+}
+
+// mw_avif encodes in as a still AVIF (AV1 in HEIF, 8-bit 4:2:0 YCbCr, alpha kept) with libheif's AV1
+// encoder (aom) at quality q (0-100), encoder speed (0 slowest to 9 fastest) and threads threads.
+// Nothing but the picture is written: no EXIF, XMP or ICC profile (the pixels are sRGB). *buf is
+// freed with g_free.
+int mw_avif(VipsImage *in, int q, int speed, int threads, void **buf, size_t *len) {
+	VipsImage *rgb = NULL, *im;
+	struct heif_context *ctx = NULL;
+	struct heif_encoder *enc = NULL;
+	struct heif_image *img = NULL;
+	struct heif_encoding_options *opts = NULL;
+	struct heif_writer writer = { 1, mw_heif_write };
+	struct heif_error err;
+	mw_growbuf out = { NULL, 0, 0 };
+	unsigned char *px, *plane;
+	size_t n;
+	int width, height, bands, stride, rc = -1;
+
+	mw_vips_error_clear();
+	if (mw_heif_missing) {
+		mw_vips_error("avif", "%s", mw_heif_missing);
+		return -1;
+	}
+	// libheif takes interleaved 8-bit RGB or RGBA.
+	if (!(im = mw_8bit(in)))
+		return -1;
+	rc = mw_vips_colourspace(im, &rgb, VIPS_INTERPRETATION_sRGB, NULL);
+	mw_g_object_unref(im);
+	if (rc)
+		return -1;
+	rc = -1;
+	width = mw_vips_image_get_width(rgb);
+	height = mw_vips_image_get_height(rgb);
+	bands = mw_vips_image_get_bands(rgb);
+	if (mw_vips_image_get_format(rgb) != VIPS_FORMAT_UCHAR || (bands != 3 && bands != 4)) {
+		mw_vips_error("avif", "cannot encode a %d-band image", bands);
+		mw_g_object_unref(rgb);
+		return -1;
+	}
+	px = mw_vips_image_write_to_memory(rgb, &n);
+	mw_g_object_unref(rgb);
+	if (!px)
+		return -1;
+
+	err = mw_heif_image_create(width, height, heif_colorspace_RGB,
+		bands == 4 ? heif_chroma_interleaved_RGBA : heif_chroma_interleaved_RGB, &img);
+	if (err.code) {
+		mw_heif_fail("creating the image", err);
+		goto done;
+	}
+	err = mw_heif_image_add_plane(img, heif_channel_interleaved, width, height, 8);
+	if (err.code) {
+		mw_heif_fail("creating the image", err);
+		goto done;
+	}
+	plane = mw_heif_image_get_plane(img, heif_channel_interleaved, &stride);
+	for (int y = 0; y < height; y++)
+		memcpy(plane + (size_t) y * stride, px + (size_t) y * width * bands, (size_t) width * bands);
+
+	ctx = mw_heif_context_alloc();
+	err = mw_heif_context_get_encoder_for_format(ctx, heif_compression_AV1, &enc);
+	if (err.code) {
+		mw_heif_fail("finding an AV1 encoder", err);
+		goto done;
+	}
+	err = mw_heif_encoder_set_lossy_quality(enc, q);
+	if (!err.code)
+		err = mw_heif_encoder_set_lossless(enc, 0);
+	if (!err.code)
+		err = mw_heif_encoder_set_parameter_string(enc, "chroma", "420");
+	if (err.code) {
+		mw_heif_fail("setting up the encoder", err);
+		goto done;
+	}
+	// aom, rav1e and SVT-AV1 all know speed and threads; an encoder that does not is left as it is.
+	err = mw_heif_encoder_set_parameter_integer(enc, "speed", speed);
+	if (err.code && err.subcode != heif_suberror_Unsupported_parameter) {
+		mw_heif_fail("setting the encoder's speed", err);
+		goto done;
+	}
+	err = mw_heif_encoder_set_parameter_integer(enc, "threads", threads);
+	if (err.code && err.subcode != heif_suberror_Unsupported_parameter) {
+		mw_heif_fail("setting the encoder's threads", err);
+		goto done;
+	}
+	opts = mw_heif_encoding_options_alloc();
+	opts->save_alpha_channel = bands == 4;
+	err = mw_heif_context_encode_image(ctx, img, enc, opts, NULL);
+	if (err.code) {
+		mw_heif_fail("encoding", err);
+		goto done;
+	}
+	err = mw_heif_context_write(ctx, &writer, &out);
+	if (err.code) {
+		mw_heif_fail("writing", err);
+		goto done;
+	}
+	*buf = out.data;
+	*len = out.len;
+	out.data = NULL;
+	rc = 0;
+
+done:
+	mw_g_free(px);
+	mw_g_free(out.data);
+	if (opts)
+		mw_heif_encoding_options_free(opts);
+	if (enc)
+		mw_heif_encoder_release(enc);
+	if (img)
+		mw_heif_image_release(img);
+	if (ctx)
+		mw_heif_context_free(ctx);
+	return rc;
 }
 
 int mw_width(VipsImage *im) { return mw_vips_image_get_width(im); }

@@ -7,9 +7,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <vips/vips.h>
+#include <libheif/heif.h>
 
 // MW_LIBVIPS is the library's soname for the ABI the headers describe (8.x: libvips.so.42).
 #define MW_LIBVIPS "libvips.so.42"
+// MW_LIBHEIF is libheif's soname (1.x), for the AVIF encoder.
+#define MW_LIBHEIF "libheif.so.1"
 
 typedef struct {
 	int width;
@@ -27,9 +30,14 @@ int mw_init(int concurrency);
 char *mw_error(void);
 void mw_error_clear(void);
 int mw_read_header(const char *path, mw_header *h);
-VipsImage *mw_thumbnail_file(const char *path, int size, int all_pages, int has_icc);
-VipsImage *mw_thumbnail_image(VipsImage *in, int size);
+VipsImage *mw_thumbnail_file(const char *path, int width, int height, int all_pages, int has_icc);
+VipsImage *mw_thumbnail_image(VipsImage *in, int width, int height);
+VipsImage *mw_first_frame(VipsImage *in);
+VipsImage *mw_cover(VipsImage *in, int rw, int rh, int width, int height, int interesting);
 int mw_webp(VipsImage *in, int q, int effort, void **buf, size_t *len);
+int mw_jpeg(VipsImage *in, int q, void **buf, size_t *len);
+int mw_png(VipsImage *in, void **buf, size_t *len);
+int mw_avif(VipsImage *in, int q, int speed, int threads, void **buf, size_t *len);
 int mw_width(VipsImage *im);
 int mw_page_height(VipsImage *im);
 int mw_frames(VipsImage *im);

@@ -1,6 +1,7 @@
 // Package vips is mediaworker's own thin binding to libvips (8.14). It is the only cgo package in the
 // module and exposes just what the image transcoder needs: a header read, a shrink-on-load thumbnail of
-// the first page (or of every frame of an animation) into memory, a resize of an in-memory image, and a WebP encode to a buffer.
+// the first page (or of every frame of an animation) into memory, a resize, a cover crop and the
+// first frame of an in-memory image, and WebP, AVIF, JPEG and PNG encodes to a buffer.
 //
 // libvips is set up once per process (Init) for untrusted input: every loader is blocked except
 // jpeg, png, webp, gif, heif and tiff (and libvips' own "untrusted" operations stay blocked too), the
@@ -19,7 +20,9 @@
 // broken file, during which other jobs' libvips calls wait (at most the length of the operations in
 // flight plus the repeat), and nothing for good ones; the same file always gets the same message.
 //
-// The C code is in shim.c (declared in shim.h) so that the Go side can be split by concept.
+// The C code is in shim.c (declared in shim.h) so that the Go side can be split by concept. AVIF is
+// encoded by the shim through libheif itself rather than libvips' heifsave, which cannot set the
+// encoder's thread count; libheif is the library libvips' heif module loads at Init.
 //
 // libvips is loaded with dlopen at the first Init, not linked: its 130 dependencies (poppler, librsvg,
 // OpenEXR, x265, gnutls, ...) add about 30 MB of mapped libraries to a process's RSS and tens of
@@ -44,9 +47,10 @@ import (
 // ErrUnknownFormat is returned by ReadHeader when none of the allowed loaders recognises the file.
 var ErrUnknownFormat = errors.New("not a jpeg, png, webp, gif, heif (heic, avif) or tiff image")
 
-// Concurrency is the size of libvips' thread pool per operation. One keeps a job on one core, so
-// --max-image-jobs decides how many cores images use; decoding and WebP encoding are single-threaded
-// in their libraries anyway.
+// Concurrency is the size of libvips' thread pool per operation, and the AV1 encoder's thread count
+// (libheif's aom plugin would start 4). One keeps a job on one core, so --max-image-jobs decides how
+// many cores images use; decoding and the WebP, JPEG and PNG encoders are single-threaded in their
+// libraries anyway.
 const Concurrency = 1
 
 var (
