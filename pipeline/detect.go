@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +54,8 @@ var accepted = []struct {
 	// AVI: older cameras, dashcams, screen tools.
 	{"video/x-msvideo", Video},
 	// MPEG-PS: DVD camcorders and DVD rips (.mpg, .vob). mimetype also names an MPEG-1/2 elementary
-	// stream video/mpeg; ffmpeg's demuxer allow-list (transcoder) takes only the program stream.
+	// stream video/mpeg; misnamed refuses that before (ffmpeg's demuxer allow-list, in transcoder,
+	// takes only the program stream).
 	{"video/mpeg", Video},
 	// MPEG-TS and M2TS: camcorders (AVCHD .mts/.m2ts), TV recordings. mimetype does not detect
 	// them; sniffTransportStream does.
@@ -77,28 +80,45 @@ func Detect(path string) (mime string, kind MediaKind, err error) {
 	if err != nil {
 		return "", "", transient("detecting", fmt.Errorf("reading file: %w", err))
 	}
-	mime, kind = detectBytes(head)
-	if kind == "" {
+	return refuseOrAccept(detectBytes(head))
+}
+
+// refuseOrAccept turns detectBytes' answer into Detect's: a kind "" is refused, in the words of a
+// refusal that names what was found when there is one.
+func refuseOrAccept(mime string, kind MediaKind, refusal string) (string, MediaKind, error) {
+	switch {
+	case refusal != "":
+		return mime, "", permanent("detecting", errors.New(refusal))
+	case kind == "":
 		return mime, "", permanent("detecting", fmt.Errorf("unsupported media type: %s", mime))
 	}
 	return mime, kind, nil
 }
 
-// detectBytes names the content of head and its kind, "" when we do not take it.
-func detectBytes(head []byte) (string, MediaKind) {
+// detectBytes names the content of head and its kind, "" when we do not take it; refusal, when not
+// "", is a sentence that says what the file is and why it is refused (misnamed, rawVideo).
+func detectBytes(head []byte) (mime string, kind MediaKind, refusal string) {
+	if mime, refusal := misnamed(head); refusal != "" {
+		return mime, "", refusal
+	}
 	m := mimetype.Detect(head)
-	if m.Parent() == nil && sniffTransportStream(head) { // mimetype had no idea
-		return mimeTransportStream, Video
+	if m.Parent() == nil { // mimetype had no idea
+		if sniffTransportStream(head) {
+			return mimeTransportStream, Video, ""
+		}
+		if mime, refusal := rawVideo(head); refusal != "" {
+			return mime, "", refusal
+		}
 	}
 	for _, a := range accepted {
 		if m.Is(a.mime) {
-			return m.String(), a.kind
+			return m.String(), a.kind, ""
 		}
 	}
 	if r, ok := renamed[m.String()]; ok {
-		return r, ""
+		return r, "", ""
 	}
-	return m.String(), ""
+	return m.String(), "", ""
 }
 
 // sniffTransportStream reports whether head starts with MPEG-TS packets: a 0x47 sync byte every 188
@@ -146,9 +166,83 @@ const SniffBytes = sniffBytes
 // DetectBytes is Detect on an upload's first bytes, the same table: triage sniffs the kind from a
 // ranged read before the job is routed to its lane.
 func DetectBytes(head []byte) (mime string, kind MediaKind, err error) {
-	mime, kind = detectBytes(head)
-	if kind == "" {
-		return mime, "", permanent("detecting", fmt.Errorf("unsupported media type: %s", mime))
+	return refuseOrAccept(detectBytes(head))
+}
+
+// Files that reach detection as something they are not. mimetype names a Canon CR3 "video/mp4" (any
+// ISO base media file is, without a brand it knows) and an MPEG-1/2 video elementary stream
+// "video/mpeg", the program stream's name; both got past detection and were refused by ffprobe as
+// "not a supported video", which told the person neither what the file was nor what to do. Raw
+// H.264 and HEVC streams mimetype does not name at all ("application/octet-stream"). Each is refused
+// here instead, in the detecting stage, saying what was found. (The accepted types are untouched: a
+// CR3 has no other brand we take, and a program stream starts with a pack header, 00 00 01 BA.)
+
+// misnamed names a file we refuse whatever mimetype calls it: its type and the refusal's sentence,
+// or "" for anything else.
+func misnamed(head []byte) (mime, refusal string) {
+	switch {
+	case isoBrand(head) == "crx ":
+		return "image/x-canon-cr3", "camera RAW (Canon CR3) is not supported"
+	case bytes.HasPrefix(head, []byte{0, 0, 1, 0xB3}): // a sequence header, where a program stream has a pack header (BA)
+		version := "MPEG-1"
+		if mpeg2SequenceExtension(head) {
+			version = "MPEG-2"
+		}
+		return "video/mpeg", rawStream(version)
+	case bytes.HasPrefix(head, []byte{0, 0, 1, 0xB0}): // visual object sequence
+		return "video/mp4v-es", rawStream("MPEG-4")
 	}
-	return mime, kind, nil
+	return "", ""
+}
+
+// rawVideo names an H.264 or HEVC elementary stream (Annex B: start codes, then a parameter set or
+// an access unit delimiter), for a head mimetype does not recognise: its type and the refusal's
+// sentence, or "" for anything else.
+func rawVideo(head []byte) (mime, refusal string) {
+	if nal, ok := annexBStart(head); ok {
+		switch {
+		case nal[0]&0x80 == 0 && (nal[0]&0x1F == 7 || nal[0]&0x1F == 9): // H.264 SPS or access unit delimiter
+			return "video/h264", rawStream("H.264")
+		case len(nal) > 1 && nal[0]&0x81 == 0 && nal[1] == 1 && (nal[0]>>1 == 32 || nal[0]>>1 == 35): // HEVC VPS or delimiter
+			return "video/h265", rawStream("HEVC")
+		}
+	}
+	return "", ""
+}
+
+// rawStream is the refusal of a video elementary stream: frames without a container, which the
+// demuxer allow-list does not take (transcoder's inputFormats) and which a person fixes by muxing.
+func rawStream(codec string) string {
+	return "raw " + codec + " video elementary stream is not supported (wrap it in a container)"
+}
+
+// isoBrand returns the major brand of an ISO base media file (its first box an ftyp), "" otherwise.
+func isoBrand(head []byte) string {
+	if len(head) < 12 || string(head[4:8]) != "ftyp" || binary.BigEndian.Uint32(head) < 12 {
+		return ""
+	}
+	return string(head[8:12])
+}
+
+// mpeg2SequenceExtension reports whether an elementary stream's head holds a sequence extension
+// (start code B5, extension id 1), which MPEG-2 video has right after its sequence header and MPEG-1
+// never has.
+func mpeg2SequenceExtension(head []byte) bool {
+	for i := 4; i+4 < len(head); i++ {
+		if head[i] == 0 && head[i+1] == 0 && head[i+2] == 1 && head[i+3] == 0xB5 && head[i+4]>>4 == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// annexBStart returns what follows an Annex B start code (00 00 00 01 or 00 00 01) at the start of
+// head: the first NAL unit's header, when there is one.
+func annexBStart(head []byte) ([]byte, bool) {
+	for _, sc := range [][]byte{{0, 0, 0, 1}, {0, 0, 1}} {
+		if rest, ok := bytes.CutPrefix(head, sc); ok && len(rest) >= 2 {
+			return rest[:2], true
+		}
+	}
+	return nil, false
 }
