@@ -108,12 +108,14 @@ func (c ImageConfig) Validate() error {
 	return nil
 }
 
-// ImageVariant is one written WebP.
+// ImageVariant is one written variant.
 type ImageVariant struct {
-	Quality       string // "high", "medium" or "low"
-	Path          string // outDir/<quality>.webp
-	Width, Height int
-	Size          int64 // bytes
+	Quality       string      // the variant's name (ImageVariantSpec.Name): "high", "medium", "low" by default
+	Format        ImageFormat // webp, avif, jpeg or png
+	Path          string      // outDir/<quality>.<Format.Ext()>
+	Width, Height int         // of a frame
+	Frames        int         // more than 1 for an animation
+	Size          int64       // bytes
 }
 
 // ImageResult describes the source and the variants written from it.
@@ -121,9 +123,10 @@ type ImageResult struct {
 	Width, Height int    // of the source, upright (after EXIF rotation)
 	Format        string // jpeg, png, webp, gif, heif, avif or tiff
 	HasAlpha      bool
-	// Frames is the number of frames in each variant: more than 1 when an animation was kept.
+	// Frames is the number of frames kept: more than 1 when an animation was kept (in the variants
+	// whose Frames say so: all of them in the default recipe).
 	Frames   int
-	Variants []ImageVariant // high, medium, low in that order
+	Variants []ImageVariant // in the recipe's order: high, medium, low by default
 	// Warnings say what the variants lack that the source had (an animation beyond the budget,
 	// shown as its first frame), for the response's warnings.
 	Warnings []string
@@ -157,19 +160,35 @@ func (im *Images) Preload() error {
 	return nil
 }
 
-// Transform writes outDir/high.webp, outDir/medium.webp and outDir/low.webp from srcPath.
+// Transform writes outDir/high.webp, outDir/medium.webp and outDir/low.webp from srcPath: it is
+// TransformRecipe with the default recipe (ImageConfig.DefaultRecipe).
+func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageResult, error) {
+	return im.TransformRecipe(ctx, srcPath, outDir, im.cfg.DefaultRecipe())
+}
+
+// TransformRecipe writes one file per variant of specs from srcPath, outDir/<name>.<ext>, and
+// returns them in the order of specs; no specs (nil) are the default recipe. An invalid recipe is
+// an internal error (the configuration's fault, not the upload's).
 //
-// The source is decoded once, shrunk on load straight to the high size, and each smaller variant is
-// resized from the one before (high → medium → low) in memory. Three independent shrink-on-load
-// thumbnails of the file would decode it up to three times (a 12 MP JPEG needs a full decode for both
-// 2048 and 1024 px, since libjpeg only pre-shrinks by a factor when 4× or more is left over), for
-// no visible gain: each step is a 2× or larger Lanczos reduction of an image already far above the
-// next size. Decoding once also means a corrupt file fails in one place, the decode, which is what
-// lets failures be classified by step: header and decode failures are the input's fault; resize,
-// encode and write failures are ours.
+// The source is decoded once, shrunk on load straight to the size the largest variant needs
+// (decodeBox), and every variant is made from that picture in memory: a variant fitting inside a
+// box is resized from the smallest picture made so far whose box contains its own (the default
+// recipe chains high → medium → low), a cover variant is scaled and cropped from the smallest one
+// that covers its box. Decoding for each variant would decode the file up to once per variant (a
+// 12 MP JPEG needs a full decode for both 2048 and 1024 px, since libjpeg only pre-shrinks by a
+// factor when 4× or more is left over), for no visible gain: each step is a 2× or larger Lanczos
+// reduction of an image already far above the next size. Decoding once also means a corrupt file
+// fails in one place, the decode, which is what lets failures be classified by step: header and
+// decode failures are the input's fault; resize, crop, encode and write failures are ours.
 //
 // libvips calls cannot be interrupted, so ctx is checked between steps.
-func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageResult, error) {
+func (im *Images) TransformRecipe(ctx context.Context, srcPath, outDir string, specs []ImageVariantSpec) (ImageResult, error) {
+	if len(specs) == 0 {
+		specs = im.cfg.DefaultRecipe()
+	}
+	if err := ValidateImageRecipe(specs); err != nil {
+		return ImageResult{}, internal("validating the image recipe", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 	}
@@ -188,13 +207,13 @@ func (im *Images) Transform(ctx context.Context, srcPath, outDir string) (ImageR
 		return ImageResult{}, err
 	}
 	if im.viaFFmpeg(sn) {
-		return im.transformAnimation(ctx, srcPath, outDir, sn)
+		return im.transformAnimation(ctx, srcPath, outDir, sn, specs)
 	}
-	return im.transformFile(ctx, srcPath, outDir, sn)
+	return im.transformFile(ctx, srcPath, outDir, sn, specs)
 }
 
-// transformFile is Transform on a file libvips reads, sniffed as sn.
-func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn sniffedImage) (ImageResult, error) {
+// transformFile is TransformRecipe on a file libvips reads, sniffed as sn.
+func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn sniffedImage, specs []ImageVariantSpec) (ImageResult, error) {
 	hdr, err := vips.ReadHeader(srcPath)
 	if err != nil {
 		if e := im.decoderSizeRefusal(err, sn); e != nil {
@@ -218,7 +237,7 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	}
 	releaseHEIF := func() {}
 	if res.Format == "heif" || res.Format == "avif" {
-		// Held for the decode only: what follows works on the 2048 px copy in memory.
+		// Held for the decode only: what follows works on the shrunk copy in memory.
 		w := min(int64(hdr.Width)*int64(hdr.Height), im.cfg.HEIFDecodePixels)
 		if err := im.heif.Acquire(ctx, w); err != nil {
 			return ImageResult{}, fmt.Errorf("transforming image: %w", err)
@@ -228,41 +247,28 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 		defer releaseHEIF()
 	}
 	defer vips.Trim() // after the images below are released
-	animate, warning := im.animation(hdr, res.Format, sn)
-	if warning != "" {
-		res.Warnings = append(res.Warnings, warning)
-	}
-	cur, err := vips.Thumbnail(srcPath, im.cfg.High, animate, hdr.HasICC)
+	decode := decodeBox(specs, res.Width, res.Height)
+	animate, warnings := im.animationPlan(hdr, res.Format, sn, specs, decode, res.Width, res.Height)
+	res.Warnings = append(res.Warnings, warnings...)
+	decoded, err := vips.ThumbnailBox(srcPath, decode.w, decode.h, animate, hdr.HasICC)
 	releaseHEIF()
 	if err != nil {
 		return ImageResult{}, imageInputError("decoding image", srcPath, sn, hdr.Loader, err)
 	}
-	defer func() { cur.Close() }()
-	res.HasAlpha = cur.HasAlpha()
-	res.Frames = cur.Frames()
+	res.HasAlpha = decoded.HasAlpha()
+	res.Frames = decoded.Frames()
 
-	steps := []struct {
-		quality  string
-		size, q  int
-		fromPrev bool
-	}{
-		{"high", im.cfg.High, im.cfg.QualityHigh, false},
-		{"medium", im.cfg.Medium, im.cfg.QualityMedium, true},
-		{"low", im.cfg.Low, im.cfg.QualityLow, true},
-	}
-	for _, s := range steps {
+	made := newPictures(decoded, decode, animate)
+	defer made.close()
+	for _, s := range specs {
 		if err := ctx.Err(); err != nil {
 			return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 		}
-		if s.fromPrev {
-			next, err := cur.Thumbnail(s.size)
-			if err != nil {
-				return ImageResult{}, internal("resizing image to "+s.quality, err)
-			}
-			cur.Close()
-			cur = next
+		img, err := made.variant(s, animate && s.keepsAnimation(), res.Width, res.Height)
+		if err != nil {
+			return ImageResult{}, err
 		}
-		v, err := im.writeVariant(cur, s.quality, s.q, outDir)
+		v, err := im.writeVariant(img, s, outDir)
 		if err != nil {
 			return ImageResult{}, err
 		}
@@ -291,21 +297,36 @@ func (im *Images) checkLimits(h vips.Header) error {
 	return nil
 }
 
-// writeVariant encodes img as WebP into outDir/<quality>.webp.
-func (im *Images) writeVariant(img *vips.Image, quality string, q int, outDir string) (ImageVariant, error) {
-	data, err := img.WebP(q, im.cfg.Effort)
-	if err != nil {
-		return ImageVariant{}, internal("encoding "+quality+" webp", err)
+// writeVariant encodes img as s asks into outDir/<name>.<ext>.
+func (im *Images) writeVariant(img *vips.Image, s ImageVariantSpec, outDir string) (ImageVariant, error) {
+	var data []byte
+	var err error
+	switch f := s.format(); f {
+	case FormatWebP:
+		data, err = img.WebP(s.quality(), im.cfg.Effort)
+	case FormatAVIF:
+		data, err = img.AVIF(s.quality(), avifSpeed)
+	case FormatJPEG:
+		data, err = img.JPEG(s.quality())
+	case FormatPNG:
+		data, err = img.PNG()
+	default: // Validate refuses it
+		err = fmt.Errorf("unknown format %q", f)
 	}
-	path := filepath.Join(outDir, quality+".webp")
+	if err != nil {
+		return ImageVariant{}, internal("encoding "+s.label(), err)
+	}
+	path := filepath.Join(outDir, s.Name+"."+s.format().Ext())
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return ImageVariant{}, internal("writing "+quality+" webp", err)
+		return ImageVariant{}, internal("writing "+s.label(), err)
 	}
 	return ImageVariant{
-		Quality: quality,
+		Quality: s.Name,
+		Format:  s.format(),
 		Path:    path,
 		Width:   img.Width(),
 		Height:  img.Height(),
+		Frames:  img.Frames(),
 		Size:    int64(len(data)),
 	}, nil
 }

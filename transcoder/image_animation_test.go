@@ -148,7 +148,7 @@ func TestImageAPNGAndAVIFSequenceStayAnimated(t *testing.T) {
 					t.Errorf("%s: n-pages %q, delays %q; want %d frames of %s ms", v.Quality, info.Fields["n-pages"], info.Fields["delay"], tc.frames, tc.delay)
 				}
 			}
-			if _, err := os.Stat(filepath.Join(out, "frames.webp")); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(out, "frames.ffmpeg.webp")); !os.IsNotExist(err) {
 				t.Errorf("ffmpeg's intermediate was left behind: %v", err)
 			}
 		})

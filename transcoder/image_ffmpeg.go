@@ -15,15 +15,17 @@ import (
 // default image only) and an AVIF image sequence (libheif 1.15 reads still items only, and a
 // sequence may have none). ffmpeg runs exactly as it does for videos (Videos.run: prlimit's memory,
 // CPU-time and file-size limits, its own process group, the job's directory), reads the upload with
-// one demuxer only, and writes every frame, shrunk to fit the high variant, as a lossless animated
-// WebP (animationFile) whose frame durations are the source's. That file then takes the path of any
-// animated WebP: the budget, the three variants, the warning.
+// one demuxer only, and writes every frame, shrunk to the recipe's decode size (the high variant's
+// in the default recipe), as a lossless animated WebP (animationFile) whose frame durations are the
+// source's; only the first frame when no variant keeps the animation. That file then takes the path
+// of any animated WebP: the budget, the variants, the warnings.
 
 // decodeAnimationStep names ffmpeg's step in errors.
 const decodeAnimationStep = "decoding the animation"
 
-// animationFile is the fixed name, in the job's directory, of ffmpeg's lossless intermediate.
-const animationFile = "frames.webp"
+// animationFile is the fixed name, in the job's directory, of ffmpeg's lossless intermediate. The dot
+// in it keeps it apart from every variant's file, <name>.<ext>, since a variant's name has none.
+const animationFile = "frames.ffmpeg.webp"
 
 // animationDemuxers are the ffmpeg demuxers allowed on each format decoded this way, and nothing
 // else (the whitelist also binds nested demuxers). AVIF is ISO-BMFF, read by ffmpeg's mov demuxer.
@@ -42,8 +44,9 @@ func (im *Images) viaFFmpeg(sn sniffedImage) bool {
 }
 
 // transformAnimation checks the source against the limits, has ffmpeg decode it into
-// outDir/frames.webp, and transforms that. The result describes the source.
-func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string, sn sniffedImage) (ImageResult, error) {
+// outDir/frames.ffmpeg.webp, and transforms that into the variants of specs. The result describes
+// the source.
+func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string, sn sniffedImage, specs []ImageVariantSpec) (ImageResult, error) {
 	var w, h, frames int
 	switch sn.Format {
 	case "PNG":
@@ -72,8 +75,17 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 
 	anim := filepath.Join(outDir, animationFile)
 	defer os.Remove(anim)
-	// One frame more than the budget: enough to tell that the budget is exceeded.
-	if err := im.ffmpeg.decodeAnimation(ctx, srcPath, anim, animationDemuxers[sn.Format], im.cfg.High, im.cfg.AnimationMaxFrames+1); err != nil {
+	// One frame more than the budget: enough to tell that the budget is exceeded. The first frame
+	// alone when no variant keeps the animation.
+	maxFrames, keep := 1, false
+	for _, s := range specs {
+		keep = keep || s.keepsAnimation()
+	}
+	if keep {
+		maxFrames = im.cfg.AnimationMaxFrames + 1
+	}
+	decode := decodeBox(specs, w, h)
+	if err := im.ffmpeg.decodeAnimation(ctx, srcPath, anim, animationDemuxers[sn.Format], decode, maxFrames); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.BadInput && e.Msg == decodeAnimationStep+": "+undecodableVideo {
 			// ffmpeg's words ("Invalid OBU length", "chunk too big") are for the operator's log.
@@ -82,7 +94,7 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 		}
 		return ImageResult{}, err
 	}
-	res, err := im.transformFile(ctx, anim, outDir, sniffedImage{Format: "WebP", Frames: frames, Capped: frames == 0})
+	res, err := im.transformFile(ctx, anim, outDir, sniffedImage{Format: "WebP", Frames: frames, Capped: frames == 0, FirstFrameOnly: !keep}, specs)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.BadInput {
@@ -100,9 +112,17 @@ func (im *Images) transformAnimation(ctx context.Context, srcPath, outDir string
 	return res, nil
 }
 
-// decodeAnimation has ffmpeg write up to maxFrames frames of src, each shrunk to fit size×size
-// (never enlarged), as a lossless animated WebP at dst with the source's frame durations.
-func (v *Videos) decodeAnimation(ctx context.Context, src, dst, demuxers string, size, maxFrames int) error {
+// decodeAnimation has ffmpeg write up to maxFrames frames of src, each shrunk to fit b (never
+// enlarged; a free side is bounded by the frame's own), as a lossless animated WebP at dst with the
+// source's frame durations.
+func (v *Videos) decodeAnimation(ctx context.Context, src, dst, demuxers string, b bounds, maxFrames int) error {
+	bw, bh := "iw", "ih" // min(iw,iw): free
+	if b.w > 0 {
+		bw = strconv.Itoa(b.w)
+	}
+	if b.h > 0 {
+		bh = strconv.Itoa(b.h)
+	}
 	args := []string{
 		"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
 		"-max_alloc", strconv.Itoa(maxAllocBytes),
@@ -111,7 +131,7 @@ func (v *Videos) decodeAnimation(ctx context.Context, src, dst, demuxers string,
 		"-format_whitelist", demuxers,
 		"-i", "file:" + src,
 		"-map", "0:v:0", "-frames:v", strconv.Itoa(maxFrames),
-		"-vf", fmt.Sprintf("scale=w='min(%d,iw)':h='min(%d,ih)':force_original_aspect_ratio=decrease,format=rgba", size, size),
+		"-vf", fmt.Sprintf("scale=w='min(%s,iw)':h='min(%s,ih)':force_original_aspect_ratio=decrease,format=rgba", bw, bh),
 		"-c:v", "libwebp_anim", "-lossless", "1", "-compression_level", "0", "-loop", "0",
 		"-f", "webp", "-y", "file:" + dst,
 	}

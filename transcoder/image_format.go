@@ -17,6 +17,9 @@ type sniffedImage struct {
 	// Capped marks ffmpeg's intermediate of a source whose frame count is unknown: it holds at
 	// most one frame more than the animation budget, so more frames than that mean "more than".
 	Capped bool
+	// FirstFrameOnly marks ffmpeg's intermediate of an animation no variant keeps: it holds the
+	// first frame only, and the source was animated all the same.
+	FirstFrameOnly bool
 }
 
 // sniffLen is how much of the file sniffImage reads: enough for an ftyp box and the PNG chunks
