@@ -142,7 +142,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 // delete each other's work), removes job dirs a crashed run left behind, and points libvips' TMPDIR at it.
 func (a *App) prepareTmpDir() error {
 	dir := a.cfg.Pipeline.TmpDir
-	if err := privateDir(dir, "--tmp-dir"); err != nil {
+	if err := privateDir(dir, tmpDirSetting); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
@@ -151,7 +151,7 @@ func (a *App) prepareTmpDir() error {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return fmt.Errorf("tmp dir %s is in use by another mediaworker (give each instance its own --tmp-dir)", dir)
+		return fmt.Errorf("%s %s is in use by another mediaworker (give each instance its own %s)", tmpDirSetting, dir, tmpDirSetting.field)
 	}
 	a.tmpLock = f
 	entries, err := os.ReadDir(dir)
@@ -178,7 +178,7 @@ func (a *App) prepareTmpDir() error {
 func (a *App) connect(ctx context.Context) error {
 	cc := natsjs.ConnectConfig{URL: a.cfg.NATS.URL, Name: "mediaworker", Auth: a.cfg.NATS.Auth, Reconnect: true, Log: a.log}
 	if cc.URL == "" {
-		if err := privateDir(a.cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
+		if err := privateDir(a.cfg.NATS.Embedded.DataDir, dataDirSetting); err != nil {
 			return err
 		}
 		s, err := natsjs.StartEmbedded(a.cfg.NATS.embedded(), a.log)

@@ -125,7 +125,7 @@ func (c Config) Validate() error {
 	}
 	add("streams", c.Streams.Validate())
 	if _, err := natsjs.ParseLanes(c.Lanes); err != nil {
-		errs = append(errs, fmt.Errorf("--lanes: %w", err))
+		errs = append(errs, fmt.Errorf("lanes (Lanes): %w", err))
 	}
 	if c.MaxImageJobs < 1 || c.MaxVideoJobs < 1 {
 		errs = append(errs, fmt.Errorf("max image jobs and max video jobs must be at least 1, got %d and %d", c.MaxImageJobs, c.MaxVideoJobs))
@@ -153,13 +153,13 @@ func (c Config) Validate() error {
 	}
 	add("url signing", c.URLSigning.Validate())
 	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--scan-api-stall-timeout %s must not be negative", c.ScanAPI.StallTimeout))
+		errs = append(errs, fmt.Errorf("the scan API's stall timeout (ScanAPI.StallTimeout) %s must not be negative", c.ScanAPI.StallTimeout))
 	}
 	if c.ScanAPI.Enabled && c.ScanAPI.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("scan api concurrency must be at least 1, got %d", c.ScanAPI.Concurrency))
 	}
 	if c.ScanAPI.Enabled && c.ScanAPI.Token == "" && c.HTTPAddr != "" && !isLoopback(c.HTTPAddr) {
-		errs = append(errs, fmt.Errorf("POST /v1/scan would be open to the network on %s without a token: set --scan-api-token, or --scan-api=false", c.HTTPAddr))
+		errs = append(errs, fmt.Errorf("POST /v1/scan would be open to the network on %s without a token: set ScanAPI.Token, or turn the scan API off (ScanAPI.Enabled false)", c.HTTPAddr))
 	}
 	if c.Scanner.MaxStreamBytes > 0 && c.Pipeline.MaxInputBytes > c.Scanner.MaxStreamBytes {
 		errs = append(errs, fmt.Errorf("max input bytes (%d) is above what the scanner may stream (%d): inputs could not all be scanned", c.Pipeline.MaxInputBytes, c.Scanner.MaxStreamBytes))

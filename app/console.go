@@ -19,8 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// operatorTokenFlag is the setting that holds the operator token: the console and the scan API share it.
-const operatorTokenFlag = "--scan-api-token"
+// operatorTokenSetting is the setting that holds the operator token (Config.ScanAPI.Token), as operators
+// edit it: its config-file key. The console and the scan API share the token.
+const operatorTokenSetting = "http.scan_api_token"
 
 // deadLettersListed is how many of the newest dead letters the console lists (and counts per stream).
 const deadLettersListed = 20
@@ -42,9 +43,9 @@ func (a *App) consoleHandler(wrong *throttle) http.Handler {
 		Token: a.cfg.ScanAPI.Token,
 		// The scan API's rule: a token when one is set; without one, only on loopback (and then only
 		// for requests that name a loopback host: see console/hosts.go).
-		Open:      a.cfg.ScanAPI.Token == "" && isLoopback(a.cfg.HTTPAddr),
-		TokenFlag: operatorTokenFlag,
-		Limiter:   wrong,
+		Open:         a.cfg.ScanAPI.Token == "" && isLoopback(a.cfg.HTTPAddr),
+		TokenSetting: operatorTokenSetting,
+		Limiter:      wrong,
 	})
 	if err != nil {
 		a.log.Error().Err(err).Msg("console unavailable")
@@ -119,7 +120,7 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	}
 	if len(queues) == 0 {
 		snap.Dependencies = append(snap.Dependencies, console.Dependency{Name: "consumer", State: console.Fail,
-			Reason: "no consumer on the request streams: start with --provision, or run `mediaworker streams apply`"})
+			Reason: "no consumer on the request streams: start with streams.provision on, or run `mediaworker streams apply`"})
 	}
 	snap.Dependencies = append(snap.Dependencies, deps[1:]...)
 	snap.Queues, snap.RecentDead, snap.DeadLetters = queues, dead, deadCount
@@ -220,9 +221,9 @@ func (s *consoleSource) scratchDep() console.Dependency {
 	d.Detail = fmt.Sprintf("%s free in %s (floor %s)", objstore.FormatBytes(free), p.TmpDir, objstore.FormatBytes(p.MinFreeBytes))
 	switch {
 	case free < p.MinFreeBytes:
-		d.State, d.Reason = console.Fail, "below --scratch-min-free: jobs wait for space"
+		d.State, d.Reason = console.Fail, "below the free space to keep (jobs.scratch_min_free): jobs wait for space"
 	case free < 2*p.MinFreeBytes:
-		d.State, d.Reason = console.Warn, "less than twice --scratch-min-free left"
+		d.State, d.Reason = console.Warn, "less than twice the free space to keep (jobs.scratch_min_free) left"
 	}
 	return d
 }

@@ -306,8 +306,8 @@ func TestConsoleBeyondLoopbackNeedsAToken(t *testing.T) {
 	}
 	base := "http://127.0.0.1:" + port
 	for _, path := range []string{"/", "/console/live"} {
-		if code, body := get(t, base+path); code != http.StatusForbidden || !strings.Contains(body, "--scan-api-token") {
-			t.Errorf("GET %s beyond loopback without a token: %d %.200q, want 403 naming --scan-api-token", path, code, body)
+		if code, body := get(t, base+path); code != http.StatusForbidden || !strings.Contains(body, "http.scan_api_token") {
+			t.Errorf("GET %s beyond loopback without a token: %d %.200q, want 403 naming http.scan_api_token", path, code, body)
 		}
 	}
 	resp, err := http.Post(base+"/console/dlq/purge", "application/x-www-form-urlencoded", strings.NewReader("csrf=x"))
@@ -332,7 +332,7 @@ func TestStaleSignatures(t *testing.T) {
 	base := "http://" + w.app.HTTPAddr()
 
 	code, body := get(t, base+"/health/ready")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd_signatures") || !strings.Contains(body, "--max-signature-age 72h") {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: clamd_signatures") || !strings.Contains(body, "over the maximum age of 72h") || !strings.Contains(body, "(clamd.max_signature_age)") {
 		t.Fatalf("ready with 10-day-old signatures: %d %s", code, body)
 	}
 	_, health := get(t, base+"/health")

@@ -9,14 +9,14 @@ import (
 
 func TestPrivateDirCreatesItOwnerOnly(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "scratch")
-	if err := privateDir(dir, "--tmp-dir"); err != nil {
+	if err := privateDir(dir, tmpDirSetting); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(dir)
 	if err != nil || st.Mode().Perm() != 0o700 {
 		t.Fatalf("created %v with mode %v, want 0700", err, st.Mode().Perm())
 	}
-	if err := privateDir(dir, "--tmp-dir"); err != nil {
+	if err := privateDir(dir, tmpDirSetting); err != nil {
 		t.Fatalf("our own 0700 dir refused: %v", err)
 	}
 }
@@ -30,9 +30,10 @@ func TestPrivateDirRefusesWritableByOthers(t *testing.T) {
 		if err := os.Chmod(dir, mode); err != nil {
 			t.Fatal(err)
 		}
-		err := privateDir(dir, "--tmp-dir")
-		if err == nil || !strings.Contains(err.Error(), "--tmp-dir "+dir+" is writable by other users") || !strings.Contains(err.Error(), "chmod 700") {
-			t.Errorf("mode %04o: %v, want a refusal naming --tmp-dir and the fix", mode, err)
+		err := privateDir(dir, tmpDirSetting)
+		if err == nil || !strings.Contains(err.Error(), "tmp dir (Pipeline.TmpDir) "+dir+" is writable by other users") ||
+			!strings.Contains(err.Error(), "chmod 700") || !strings.Contains(err.Error(), "point Pipeline.TmpDir at") {
+			t.Errorf("mode %04o: %v, want a refusal naming Pipeline.TmpDir and the fix", mode, err)
 		}
 	}
 	// A symlink to such a dir is no way around it.
@@ -43,12 +44,12 @@ func TestPrivateDirRefusesWritableByOthers(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := privateDir(link, "--data-dir"); err == nil {
+	if err := privateDir(link, dataDirSetting); err == nil {
 		t.Error("a symlink to a world-writable dir was accepted")
 	}
 	file := filepath.Join(t.TempDir(), "file")
 	_ = os.WriteFile(file, nil, 0o600)
-	if err := privateDir(file, "--data-dir"); err == nil {
+	if err := privateDir(file, dataDirSetting); err == nil {
 		t.Error("a file was accepted as a dir")
 	}
 }
@@ -66,8 +67,8 @@ func TestPrivateDirRefusesAnotherOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := privateDir(dir, "--tmp-dir")
-	if err == nil || !strings.Contains(err.Error(), "--tmp-dir "+dir+" is owned by uid") || !strings.Contains(err.Error(), "not by this user") {
-		t.Fatalf("a dir owned by another user: %v, want a refusal naming --tmp-dir and the owner", err)
+	err := privateDir(dir, tmpDirSetting)
+	if err == nil || !strings.Contains(err.Error(), "tmp dir (Pipeline.TmpDir) "+dir+" is owned by uid") || !strings.Contains(err.Error(), "not by this user") {
+		t.Fatalf("a dir owned by another user: %v, want a refusal naming Pipeline.TmpDir and the owner", err)
 	}
 }

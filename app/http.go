@@ -20,7 +20,7 @@ const objectsPath = "/objects"
 func (a *App) listenHTTP() error {
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("listening for http on %s (--http-addr; is the port in use?): %w", a.cfg.HTTPAddr, err)
+		return fmt.Errorf("listening for http on %s (HTTPAddr; is the port in use?): %w", a.cfg.HTTPAddr, err)
 	}
 	a.httpLn = ln
 	mux := http.NewServeMux()

@@ -13,20 +13,22 @@ import (
 	"github.com/mediaworker/mediaworker/scanner"
 )
 
-// SettingError is a start-up check that failed because of one setting: Setting is the flag's name
-// (without dashes; the environment variable is MW_<SETTING>), Fix says what to change. The command
-// prints it as one line, so an operator reads the cause and the remedy without a stack of log lines.
+// SettingError is a start-up check that failed because of one setting: Field is the setting's path in
+// Config ("NATS.Embedded.DataDir", "Pipeline.TmpDir", "HTTPAddr"), Fix says what to change, naming
+// fields the same way. The command maps Field to the names a person types (its flag, variable and
+// config-file key) and prints it as one line, so an operator reads the cause and the remedy without a
+// stack of log lines.
 type SettingError struct {
-	Setting string
-	Err     error
-	Fix     string
+	Field string
+	Err   error
+	Fix   string
 }
 
 func (e *SettingError) Error() string {
 	if e.Fix == "" {
-		return fmt.Sprintf("--%s: %v", e.Setting, e.Err)
+		return fmt.Sprintf("%s: %v", e.Field, e.Err)
 	}
-	return fmt.Sprintf("--%s: %v; %s", e.Setting, e.Err, e.Fix)
+	return fmt.Sprintf("%s: %v; %s", e.Field, e.Err, e.Fix)
 }
 
 func (e *SettingError) Unwrap() error { return e.Err }
@@ -38,27 +40,28 @@ func (e *SettingError) Unwrap() error { return e.Err }
 func Preflight(ctx context.Context, cfg Config, clamdWait time.Duration) error {
 	// Ownership and mode first: a dir another user may write is refused before we write anything in it.
 	if cfg.NATS.URL == "" {
-		if err := privateDir(cfg.NATS.Embedded.DataDir, "--data-dir"); err != nil {
-			return &SettingError{Setting: "data-dir", Err: err} // the error says the fix
+		if err := privateDir(cfg.NATS.Embedded.DataDir, dataDirSetting); err != nil {
+			return &SettingError{Field: dataDirSetting.field, Err: err} // the error says the fix
 		}
 	}
-	if err := privateDir(cfg.Pipeline.TmpDir, "--tmp-dir"); err != nil {
-		return &SettingError{Setting: "tmp-dir", Err: err}
+	if err := privateDir(cfg.Pipeline.TmpDir, tmpDirSetting); err != nil {
+		return &SettingError{Field: tmpDirSetting.field, Err: err}
 	}
 	if cfg.NATS.URL == "" {
 		if err := writableDir(filepath.Join(cfg.NATS.Embedded.DataDir, "jetstream")); err != nil {
-			return &SettingError{Setting: "data-dir", Err: err, Fix: "point it at a directory this user can create and write"}
+			return &SettingError{Field: dataDirSetting.field, Err: err, Fix: "point it at a directory this user can create and write"}
 		}
 		if err := portFree(cfg.NATS.Embedded.Listen); err != nil {
-			return &SettingError{Setting: "nats-listen", Err: err, Fix: "stop what listens there, or choose another address (another mediaworker? give each its own --nats-listen and --data-dir)"}
+			return &SettingError{Field: "NATS.Embedded.Listen", Err: err,
+				Fix: "stop what listens there, or choose another address (another mediaworker? give each its own NATS.Embedded.Listen and NATS.Embedded.DataDir)"}
 		}
 	}
 	if err := writableDir(cfg.Pipeline.TmpDir); err != nil {
-		return &SettingError{Setting: "tmp-dir", Err: err, Fix: "point it at a directory this user can create and write"}
+		return &SettingError{Field: tmpDirSetting.field, Err: err, Fix: "point it at a directory this user can create and write"}
 	}
 	if cfg.HTTPAddr != "" {
 		if err := portFree(cfg.HTTPAddr); err != nil {
-			return &SettingError{Setting: "http-addr", Err: err, Fix: "stop what listens there, choose another address, or set it empty to disable HTTP"}
+			return &SettingError{Field: "HTTPAddr", Err: err, Fix: "stop what listens there, choose another address, or set it empty to disable HTTP"}
 		}
 	}
 	return checkClamd(ctx, cfg, clamdWait)
@@ -69,7 +72,7 @@ func Preflight(ctx context.Context, cfg Config, clamdWait time.Duration) error {
 func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
 	s, err := scanner.New(cfg.Scanner)
 	if err != nil {
-		return &SettingError{Setting: "clamd-addr", Err: err}
+		return &SettingError{Field: "Scanner.Addr", Err: err}
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -85,8 +88,8 @@ func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wctx.Done():
-			return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("clamd at %s did not answer PING within %s: %w", cfg.Scanner.Addr, wait, err),
-				Fix: "start clamd (it needs a signature database) or correct the address; --clamd-wait sets how long start-up waits for it"}
+			return &SettingError{Field: "Scanner.Addr", Err: fmt.Errorf("clamd at %s did not answer PING within %s: %w", cfg.Scanner.Addr, wait, err),
+				Fix: "start clamd (it needs a signature database) or correct the address; the clamd wait (clamd.wait in the config file) sets how long start-up waits for it"}
 		case <-time.After(time.Second):
 		}
 	}
@@ -97,15 +100,15 @@ func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
 	case err == nil:
 		return nil
 	case scanner.IsMisconfigured(err) && strings.Contains(err.Error(), "AlertExceedsMax"):
-		return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("clamd at %s passes what it cannot scan as clean: %w", cfg.Scanner.Addr, err),
-			Fix: "set AlertExceedsMax yes in its clamd.conf, or point --clamd-addr at a clamd configured so"}
+		return &SettingError{Field: "Scanner.Addr", Err: fmt.Errorf("clamd at %s passes what it cannot scan as clean: %w", cfg.Scanner.Addr, err),
+			Fix: "set AlertExceedsMax yes in its clamd.conf, or point Scanner.Addr at a clamd configured so"}
 	case scanner.IsMisconfigured(err):
-		return &SettingError{Setting: "max-input-bytes", Err: fmt.Errorf("clamd at %s cannot scan inputs up to %d bytes: %w", cfg.Scanner.Addr, cfg.Pipeline.MaxInputBytes, err),
-			Fix: "raise StreamMaxLength, MaxFileSize and MaxScanSize in clamd.conf to at least this cap (with AlertExceedsMax yes), or lower --max-input-bytes"}
+		return &SettingError{Field: "Pipeline.MaxInputBytes", Err: fmt.Errorf("clamd at %s cannot scan inputs up to %d bytes: %w", cfg.Scanner.Addr, cfg.Pipeline.MaxInputBytes, err),
+			Fix: "raise StreamMaxLength, MaxFileSize and MaxScanSize in clamd.conf to at least this cap (with AlertExceedsMax yes), or lower Pipeline.MaxInputBytes"}
 	case ctx.Err() != nil:
 		return ctx.Err()
 	default:
-		return &SettingError{Setting: "clamd-addr", Err: fmt.Errorf("checking clamd's limits at %s: %w", cfg.Scanner.Addr, err), Fix: "check that clamd is healthy"}
+		return &SettingError{Field: "Scanner.Addr", Err: fmt.Errorf("checking clamd's limits at %s: %w", cfg.Scanner.Addr, err), Fix: "check that clamd is healthy"}
 	}
 }
 

@@ -94,7 +94,7 @@ func scanGuard(token string, wrong *throttle, next http.Handler) http.Handler {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mediaworker"`)
-			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "missing bearer token (" + operatorTokenFlag + ")"})
+			writeJSON(w, http.StatusUnauthorized, scanVerdict{Error: "missing bearer token (" + operatorTokenSetting + ")"})
 			return
 		}
 		// Within its budget a client's token is checked at once; over it, after the tarpit, one at a time,

@@ -55,7 +55,7 @@ func (w *signatureWatch) check(ctx context.Context) error {
 		return nil
 	}
 	if age := sig.Age(time.Now()); age > w.maxAge {
-		return fmt.Errorf("signatures %d are %s old (built %s), over --max-signature-age %s: is freshclam running?",
+		return fmt.Errorf("signatures %d are %s old (built %s), over the maximum age of %s (clamd.max_signature_age): is freshclam running?",
 			sig.Version, roundAge(age), sig.Date.Format(time.RFC3339), w.maxAge)
 	}
 	return nil

@@ -47,7 +47,7 @@ func TestSignatureFreshness(t *testing.T) {
 	testenv.InstallDailyDatabase(c, 27400, time.Now().Add(-100*time.Hour))
 	stale := newSignatureWatch(scannerFor(t, c), 72*time.Hour)
 	err := stale.check(ctx)
-	if err == nil || !strings.Contains(err.Error(), "--max-signature-age 72h") || !strings.Contains(err.Error(), "freshclam") {
+	if err == nil || !strings.Contains(err.Error(), "over the maximum age of 72h") || !strings.Contains(err.Error(), "(clamd.max_signature_age)") || !strings.Contains(err.Error(), "freshclam") {
 		t.Fatalf("100-hour-old signatures: %v, want a readiness error naming the setting and freshclam", err)
 	}
 	if h := stale.health(ctx); !h.Stale || h.SignatureVersion != 27400 || h.SignatureAgeSeconds < 86*3600 {

@@ -26,10 +26,10 @@ func DefaultURLSigningConfig() URLSigningConfig { return URLSigningConfig{TTL: 7
 // Validate checks the settings.
 func (c URLSigningConfig) Validate() error {
 	if c.Key != "" && len(c.Key) < 32 {
-		return fmt.Errorf("--url-signing-key is %d bytes; use at least 32 (e.g. `openssl rand -hex 32`)", len(c.Key))
+		return fmt.Errorf("the signing key (URLSigningConfig.Key) is %d bytes; use at least 32 (e.g. `openssl rand -hex 32`)", len(c.Key))
 	}
 	if c.Key != "" && c.TTL <= 0 {
-		return fmt.Errorf("--url-signing-ttl %s must be positive", c.TTL)
+		return fmt.Errorf("the URLs' lifetime (URLSigningConfig.TTL) %s must be positive", c.TTL)
 	}
 	return nil
 }

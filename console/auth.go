@@ -17,9 +17,9 @@ const sessionCookie = "mw_console"
 
 // auth decides who may see the console and guards its actions against cross-site requests.
 type auth struct {
-	token string
-	open  bool
-	flag  string
+	token   string
+	open    bool
+	setting string
 	// secret signs the CSRF token: random per process, so a page on another site cannot know it (it
 	// cannot read ours), and a restart invalidates forms rendered before it.
 	secret []byte
@@ -27,7 +27,7 @@ type auth struct {
 }
 
 func newAuth(cfg Config) (*auth, error) {
-	a := &auth{token: cfg.Token, open: cfg.Open, flag: cfg.TokenFlag, secret: make([]byte, 32), wrong: cfg.Limiter}
+	a := &auth{token: cfg.Token, open: cfg.Open, setting: cfg.TokenSetting, secret: make([]byte, 32), wrong: cfg.Limiter}
 	if _, err := rand.Read(a.secret); err != nil {
 		return nil, err
 	}

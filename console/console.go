@@ -139,8 +139,9 @@ type Config struct {
 	// with neither, the console refuses everyone and says which setting to change. An open console
 	// answers only requests that name a loopback host (see LoopbackHost).
 	Open bool
-	// TokenFlag names the setting that holds Token, for the messages that tell an operator what to set.
-	TokenFlag string
+	// TokenSetting names the setting that holds Token as operators edit it (e.g. a config-file key), for
+	// the messages that tell an operator what to set.
+	TokenSetting string
 	// Limiter budgets wrong tokens per client; required with a Token.
 	Limiter Limiter
 	// Refresh is how often the page reloads its data; 0 means 3 s.
@@ -162,7 +163,7 @@ type Limiter interface {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	if c.Open && c.Token != "" {
-		return fmt.Errorf("console: open (no token) and a token at once: leave %s empty for an open console on loopback", c.TokenFlag)
+		return fmt.Errorf("console: open (no token) and a token at once: leave %s empty for an open console on loopback", c.TokenSetting)
 	}
 	if c.Token != "" && c.Limiter == nil {
 		return errors.New("console: a token needs a limiter for wrong guesses")

@@ -167,7 +167,7 @@ func TestOpenConsoleRendersAndGuardsActions(t *testing.T) {
 }
 
 func TestTokenConsole(t *testing.T) {
-	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token"})
+	srv, _ := newServer(t, Config{Token: "op-token", TokenSetting: "http.scan_api_token"})
 	c := noRedirect()
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 	if code, _, hdr := fetch(t, c, req); code != http.StatusSeeOther || hdr.Get("Location") != "/console/login" {
@@ -225,10 +225,10 @@ func TestTokenConsole(t *testing.T) {
 }
 
 func TestNoTokenBeyondLoopbackRefuses(t *testing.T) {
-	srv, _ := newServer(t, Config{TokenFlag: "--scan-api-token"})
+	srv, _ := newServer(t, Config{TokenSetting: "http.scan_api_token"})
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 	code, body, _ := fetch(t, noRedirect(), req)
-	if code != 403 || !strings.Contains(body, "--scan-api-token") {
+	if code != 403 || !strings.Contains(body, "http.scan_api_token") {
 		t.Fatalf("open to the network without a token: %d %q, want 403 naming the setting", code, body)
 	}
 }
@@ -320,7 +320,7 @@ func (l *fakeLimiter) Check(r *http.Request, right func() bool) (bool, time.Dura
 // a logged-in browser on the throttled client.
 func TestWrongTokensAreThrottled(t *testing.T) {
 	lim := &fakeLimiter{}
-	srv, _ := newServer(t, Config{Token: "op-token", TokenFlag: "--scan-api-token", Limiter: lim})
+	srv, _ := newServer(t, Config{Token: "op-token", TokenSetting: "http.scan_api_token", Limiter: lim})
 	c := noRedirect()
 	login := func(client, token string) *http.Response {
 		req, _ := http.NewRequest("POST", srv.URL+"/console/login", strings.NewReader(url.Values{"token": {token}}.Encode()))

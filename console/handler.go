@@ -108,7 +108,7 @@ func (h *Handler) guard(next http.HandlerFunc) http.HandlerFunc {
 			}
 		}
 		if h.auth.token == "" {
-			msg := fmt.Sprintf("The console listens beyond loopback and no operator token is set: set %s (then log in with it), or listen on 127.0.0.1.", h.cfg.TokenFlag)
+			msg := fmt.Sprintf("The console listens beyond loopback and no operator token is set: set %s (then log in with it), or listen on 127.0.0.1.", h.cfg.TokenSetting)
 			http.Error(w, msg, http.StatusForbidden)
 			return
 		}
@@ -245,7 +245,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		h.render(w, http.StatusUnauthorized, "login.html", view{Error: "That is not the operator token (" + h.cfg.TokenFlag + ")."})
+		h.render(w, http.StatusUnauthorized, "login.html", view{Error: "That is not the operator token (" + h.cfg.TokenSetting + ")."})
 		return
 	}
 	h.auth.setSession(w, r)

@@ -77,7 +77,7 @@ type maxDeliveriesAdvisory struct {
 func (w *Worker) runAdvisories(ctx context.Context) {
 	cons, err := w.js.Consumer(ctx, w.cfg.AdvisoryStream(), w.cfg.advisoryDurable())
 	if err != nil {
-		w.log.Warn().Err(err).Msg("no max-deliveries advisory consumer (run with --provision or `mediaworker streams apply`); requests whose worker died on their last delivery will stay in the work queue")
+		w.log.Warn().Err(err).Msg("no max-deliveries advisory consumer (provision the streams at start, or run `mediaworker streams apply`); requests whose worker died on their last delivery will stay in the work queue")
 		return
 	}
 	for ctx.Err() == nil {

@@ -137,14 +137,14 @@ func (w *Worker) apply(ctx context.Context, d *delivery, p plan, log zerolog.Log
 func (w *Worker) laneFull(ctx context.Context, d *delivery, ev event, log zerolog.Logger) error {
 	if d.msg != nil && d.deliveries < uint64(w.cfg.MaxDeliver) {
 		delay := w.backoff(d.deliveries)
-		log.Warn().Str("subject", ev.msg.Subject).Dur("retry_in", delay).Msg("the lane is full (--max-queued); handing the request back")
+		log.Warn().Str("subject", ev.msg.Subject).Dur("retry_in", delay).Msg("the lane is full (Config.MaxQueued); handing the request back")
 		w.nak(d, delay)
 		w.observe("retry", "", d)
 		return errHandedBack
 	}
 	m := nats.NewMsg(w.cfg.overflowSubject(ev.lane, d.reqSeq))
 	m.Header, m.Data = ev.msg.Header, ev.msg.Data
-	log.Warn().Str("subject", m.Subject).Msg("the lane is full (--max-queued) on the request's last delivery; routing it past the cap")
+	log.Warn().Str("subject", m.Subject).Msg("the lane is full (Config.MaxQueued) on the request's last delivery; routing it past the cap")
 	return w.publish(ctx, m, ev.id) // the same id: a second route of the request is still dropped
 }
 

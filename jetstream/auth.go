@@ -45,7 +45,7 @@ func (c ClientAuth) Method() string {
 func (c ClientAuth) Validate() error {
 	var set []string
 	for _, s := range []struct{ name, v string }{
-		{"--nats-creds", c.Creds}, {"--nats-nkey", c.NKey}, {"--nats-user", c.User}, {"--nats-token", c.Token},
+		{"ClientAuth.Creds", c.Creds}, {"ClientAuth.NKey", c.NKey}, {"ClientAuth.User", c.User}, {"ClientAuth.Token", c.Token},
 	} {
 		if s.v != "" {
 			set = append(set, s.name)
@@ -56,16 +56,16 @@ func (c ClientAuth) Validate() error {
 		errs = append(errs, fmt.Errorf("%s are alternatives: give one of them", strings.Join(set, " and ")))
 	}
 	if c.Password != "" && c.User == "" {
-		errs = append(errs, errors.New("--nats-password needs --nats-user"))
+		errs = append(errs, errors.New("a password (ClientAuth.Password) needs a user (ClientAuth.User)"))
 	}
 	if c.User != "" && c.Password == "" {
-		errs = append(errs, errors.New("--nats-user needs --nats-password (NATS_PASSWORD)"))
+		errs = append(errs, errors.New("a user (ClientAuth.User) needs a password (ClientAuth.Password)"))
 	}
 	if (c.Cert == "") != (c.Key == "") {
-		errs = append(errs, errors.New("--nats-tls-cert and --nats-tls-key go together"))
+		errs = append(errs, errors.New("the client certificate and key (ClientAuth.Cert, ClientAuth.Key) go together"))
 	}
 	for _, f := range []struct{ name, path string }{
-		{"--nats-creds", c.Creds}, {"--nats-nkey", c.NKey}, {"--nats-tls-ca", c.CA}, {"--nats-tls-cert", c.Cert}, {"--nats-tls-key", c.Key},
+		{"ClientAuth.Creds", c.Creds}, {"ClientAuth.NKey", c.NKey}, {"ClientAuth.CA", c.CA}, {"ClientAuth.Cert", c.Cert}, {"ClientAuth.Key", c.Key},
 	} {
 		if f.path == "" {
 			continue
@@ -85,7 +85,7 @@ func (c ClientAuth) CredentialOptions() ([]nats.Option, error) {
 	case "nkey":
 		o, err := nats.NkeyOptionFromSeed(c.NKey)
 		if err != nil {
-			return nil, fmt.Errorf("reading --nats-nkey %s: %w", c.NKey, err)
+			return nil, fmt.Errorf("reading the nkey seed (ClientAuth.NKey) %s: %w", c.NKey, err)
 		}
 		return []nats.Option{o}, nil
 	case "user":
@@ -115,19 +115,19 @@ func (c ClientAuth) Options() ([]nats.Option, error) {
 func nkeyPublic(seedFile string) (string, error) {
 	b, err := os.ReadFile(seedFile)
 	if err != nil {
-		return "", fmt.Errorf("reading --nats-nkey: %w", err)
+		return "", fmt.Errorf("reading the nkey seed (ClientAuth.NKey): %w", err)
 	}
 	kp, err := nkeys.ParseDecoratedNKey(b)
 	if err != nil {
-		return "", fmt.Errorf("reading --nats-nkey %s: %w", seedFile, err)
+		return "", fmt.Errorf("reading the nkey seed (ClientAuth.NKey) %s: %w", seedFile, err)
 	}
 	defer kp.Wipe()
 	pub, err := kp.PublicKey()
 	if err != nil {
-		return "", fmt.Errorf("reading --nats-nkey %s: %w", seedFile, err)
+		return "", fmt.Errorf("reading the nkey seed (ClientAuth.NKey) %s: %w", seedFile, err)
 	}
 	if !nkeys.IsValidPublicUserKey(pub) {
-		return "", fmt.Errorf("--nats-nkey %s holds a %c key, not a user seed (SU…)", seedFile, pub[0])
+		return "", fmt.Errorf("the nkey seed (ClientAuth.NKey) %s holds a %c key, not a user seed (SU…)", seedFile, pub[0])
 	}
 	return pub, nil
 }
@@ -139,7 +139,7 @@ func AuthHint(err error) string {
 	}
 	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
 		strings.Contains(strings.ToLower(err.Error()), "authorization") {
-		return " (the server refused the credentials: check --nats-creds, --nats-nkey, --nats-user/--nats-password or --nats-token, or NATS_CREDS, NATS_NKEY, NATS_USER/NATS_PASSWORD, NATS_TOKEN)"
+		return " (the server refused the credentials: check the credential given, ClientAuth.Creds, ClientAuth.NKey, ClientAuth.User/ClientAuth.Password or ClientAuth.Token)"
 	}
 	return ""
 }

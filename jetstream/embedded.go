@@ -56,17 +56,17 @@ func (c EmbeddedConfig) Validate() error {
 func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
 	host, portStr, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("--nats-listen %q: %w", c.Listen, err)
+		return nil, fmt.Errorf("listen address (EmbeddedConfig.Listen) %q: %w", c.Listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("--nats-listen port %q is not a number", portStr)
+		return nil, fmt.Errorf("listen address (EmbeddedConfig.Listen) %q: port %q is not a number", c.Listen, portStr)
 	}
 	if c.DataDir == "" {
-		return nil, errors.New("--data-dir is empty")
+		return nil, errors.New("data dir (EmbeddedConfig.DataDir) is empty")
 	}
 	if c.SyncInterval < 0 {
-		return nil, fmt.Errorf("--nats-sync-interval %s must not be negative", c.SyncInterval)
+		return nil, fmt.Errorf("sync interval (EmbeddedConfig.SyncInterval) %s must not be negative", c.SyncInterval)
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
 	opts := &server.Options{}
 	if c.ServerConfig != "" {
 		if opts, err = server.ProcessConfigFile(c.ServerConfig); err != nil {
-			return nil, fmt.Errorf("reading --nats-server-config: %w", err)
+			return nil, fmt.Errorf("reading the server config file (EmbeddedConfig.ServerConfig): %w", err)
 		}
 	} else if err := c.acceptAuth(opts); err != nil {
 		return nil, err
@@ -91,17 +91,17 @@ func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
 	opts.NoSigs = true // main owns signals
 	opts.SyncInterval, opts.SyncAlways = c.SyncInterval, c.SyncAlways
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return nil, errors.New("--nats-listen-tls-cert and --nats-listen-tls-key go together")
+		return nil, errors.New("the TLS certificate and key (EmbeddedConfig.TLSCert, EmbeddedConfig.TLSKey) go together")
 	}
 	if c.TLSCert != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey})
 		if err != nil {
-			return nil, fmt.Errorf("loading --nats-listen-tls-cert/--nats-listen-tls-key: %w", err)
+			return nil, fmt.Errorf("loading the TLS certificate and key (EmbeddedConfig.TLSCert, EmbeddedConfig.TLSKey): %w", err)
 		}
 		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, false
 	}
 	if !loopbackHost(host) && !authenticates(opts) {
-		return nil, fmt.Errorf("the embedded NATS server would let anonymous clients in on %s: set --nats-token (NATS_TOKEN), --nats-user and --nats-password, --nats-nkey, or --nats-server-config with users or an operator (and no no_auth_user), or listen on 127.0.0.1", c.Listen)
+		return nil, fmt.Errorf("the embedded NATS server would let anonymous clients in on %s: give it a credential (EmbeddedConfig.Auth: a Token, a User and Password, or an NKey), or a server config file (EmbeddedConfig.ServerConfig) with users or an operator (and no no_auth_user), or listen on 127.0.0.1", c.Listen)
 	}
 	return opts, nil
 }
@@ -110,7 +110,7 @@ func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
 func (c EmbeddedConfig) acceptAuth(opts *server.Options) error {
 	switch c.Auth.Method() {
 	case "creds":
-		return errors.New("--nats-creds needs an operator the embedded server trusts: give it --nats-server-config with operator and resolver, or use --nats-user/--nats-password, --nats-token or --nats-nkey")
+		return errors.New("a credentials file (ClientAuth.Creds) needs an operator the embedded server trusts: give it a server config file (EmbeddedConfig.ServerConfig) with operator and resolver, or use a user and password (ClientAuth.User, ClientAuth.Password), a token (ClientAuth.Token) or an nkey (ClientAuth.NKey)")
 	case "nkey":
 		pub, err := nkeyPublic(c.Auth.NKey)
 		if err != nil {
@@ -167,14 +167,14 @@ func StartEmbedded(cfg EmbeddedConfig, log zerolog.Logger) (*server.Server, erro
 	case msg := <-fatal:
 		s.Shutdown()
 		if strings.Contains(msg, "system account") {
-			msg += " (an operator in --nats-server-config needs a system_account, with that account's JWT in the resolver)"
+			msg += " (an operator in the server config file (EmbeddedConfig.ServerConfig) needs a system_account, with that account's JWT in the resolver)"
 		}
 		return nil, fmt.Errorf("starting the embedded nats server: %s", msg)
 	default:
 	}
 	if !s.ReadyForConnections(15 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats server did not start listening on %s within 15s (is the port in use? see --nats-listen)", cfg.Listen)
+		return nil, fmt.Errorf("embedded nats server did not start listening on %s within 15s (is the port in use? see EmbeddedConfig.Listen)", cfg.Listen)
 	}
 	return s, nil
 }

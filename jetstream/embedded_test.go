@@ -38,8 +38,8 @@ func writeFile(t *testing.T, name, content string) string {
 func TestEmbeddedRefusesAnonymousBeyondLoopback(t *testing.T) {
 	for _, listen := range []string{"0.0.0.0:4222", ":4222", "[::]:4222", "192.0.2.1:4222"} {
 		err := embeddedCfg(t, listen).Validate()
-		if err == nil || !strings.Contains(err.Error(), "anonymous clients") || !strings.Contains(err.Error(), "--nats-token") {
-			t.Errorf("%s without credentials: %v, want a refusal naming --nats-token", listen, err)
+		if err == nil || !strings.Contains(err.Error(), "anonymous clients") || !strings.Contains(err.Error(), "EmbeddedConfig.Auth: a Token") {
+			t.Errorf("%s without credentials: %v, want a refusal naming EmbeddedConfig.Auth", listen, err)
 		}
 	}
 	// A config file that lets anonymous clients in as a user is no better.
@@ -65,12 +65,12 @@ no_auth_user: a
 	}
 	bad := embeddedCfg(t, "0.0.0.0:4222")
 	bad.Auth.Creds = writeFile(t, "x.creds", "x")
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--nats-server-config") {
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "EmbeddedConfig.ServerConfig") {
 		t.Errorf("creds without an operator: %v", err)
 	}
 	bad = embeddedCfg(t, "0.0.0.0:4222")
 	bad.Auth.User = "u"
-	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "--nats-password") {
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "a user (ClientAuth.User) needs a password (ClientAuth.Password)") {
 		t.Errorf("user without password: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func ParseLanes(s string) ([]pipeline.MediaKind, error) {
 	for _, f := range strings.Split(s, ",") {
 		l := pipeline.MediaKind(strings.TrimSpace(f))
 		if !slices.Contains(Lanes, l) {
-			return nil, fmt.Errorf("unknown lane %q: lanes are image and video (e.g. --lanes image,video)", f)
+			return nil, fmt.Errorf("unknown lane %q: lanes are image and video (e.g. \"image,video\")", f)
 		}
 		if !slices.Contains(out, l) {
 			out = append(out, l)
@@ -75,6 +75,14 @@ func (c Config) ownLimits(lane pipeline.MediaKind) LaneLimits {
 		return c.VideoLane
 	}
 	return c.ImageLane
+}
+
+// laneField names the Config field of lane's own settings, for errors.
+func laneField(lane pipeline.MediaKind) string {
+	if lane == pipeline.Video {
+		return "VideoLane"
+	}
+	return "ImageLane"
 }
 
 // laneLimits are lane's settings in effect: its own, else the shared ones.

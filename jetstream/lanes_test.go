@@ -280,7 +280,7 @@ func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
 	bad := r.cfg
 	bad.VideoLane.MaxAckPending, bad.ImageLane.AckWait = -1, 500*time.Millisecond
 	err := bad.Validate()
-	if err == nil || !strings.Contains(err.Error(), "--video-max-ack-pending") || !strings.Contains(err.Error(), "--image-ack-wait") {
-		t.Fatalf("bad lane limits: %v; want errors naming --video-max-ack-pending and --image-ack-wait", err)
+	if err == nil || !strings.Contains(err.Error(), "Config.VideoLane.MaxAckPending") || !strings.Contains(err.Error(), "Config.ImageLane.AckWait") {
+		t.Fatalf("bad lane limits: %v; want errors naming Config.VideoLane.MaxAckPending and Config.ImageLane.AckWait", err)
 	}
 }

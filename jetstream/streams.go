@@ -65,10 +65,10 @@ func (c Config) Validate() error {
 	for _, l := range Lanes {
 		ll := c.laneLimits(l)
 		if own := c.ownLimits(l); own.AckWait != 0 && ll.AckWait < time.Second {
-			errs = append(errs, fmt.Errorf("the %s lane's ack wait must be at least 1s, or 0 for --ack-wait's, got %s (--%s-ack-wait)", l, own.AckWait, l))
+			errs = append(errs, fmt.Errorf("the %s lane's ack wait (Config.%s.AckWait) must be at least 1s, or 0 for the shared one (Config.AckWait), got %s", l, laneField(l), own.AckWait))
 		}
 		if own := c.ownLimits(l); own.MaxAckPending < 0 {
-			errs = append(errs, fmt.Errorf("the %s lane's max ack pending must be at least 1, or 0 for --max-ack-pending's, got %d (--%s-max-ack-pending)", l, own.MaxAckPending, l))
+			errs = append(errs, fmt.Errorf("the %s lane's max ack pending (Config.%s.MaxAckPending) must be at least 1, or 0 for the shared one (Config.MaxAckPending), got %d", l, laneField(l), own.MaxAckPending))
 		}
 	}
 	if c.MaxQueued < 0 {
@@ -229,7 +229,7 @@ func CheckOwnership(ctx context.Context, js jetstream.JetStream, c Config) error
 		for _, have := range s.CachedInfo().Config.Subjects {
 			if owner := subjectApp(have); owner != c.App {
 				return fmt.Errorf("%w: stream %s carries subject %q of app prefix %q, and app prefix %q (subjects %s…) maps to the same stream name; "+
-					"choose an app prefix that differs from %q in more than case and '-' versus '_' (--app), or remove the other site's streams",
+					"choose an app prefix that differs from %q in more than case and '-' versus '_' (Config.App), or remove the other site's streams",
 					ErrOtherApp, sc.Name, have, owner, c.App, strings.TrimSuffix(subj.Request, "request"), owner)
 			}
 		}

@@ -79,14 +79,14 @@ func DefaultWorkerConfig() WorkerConfig {
 // Validate checks the settings.
 func (c WorkerConfig) Validate() error {
 	if len(c.Lanes) == 0 {
-		return errors.New("an instance must serve at least one lane (--lanes image,video)")
+		return errors.New("an instance must serve at least one lane (WorkerConfig.Lanes: image, video or both)")
 	}
 	for l, n := range c.Lanes {
 		if !slices.Contains(Lanes, l) {
 			return fmt.Errorf("unknown lane %q: lanes are image and video", l)
 		}
 		if n < 1 {
-			return fmt.Errorf("the %s lane needs at least 1 slot, got %d (--max-%s-jobs)", l, n, l)
+			return fmt.Errorf("the %s lane needs at least 1 slot, got %d (WorkerConfig.Lanes[%s])", l, n, l)
 		}
 	}
 	switch {
@@ -202,7 +202,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil // stopped before it started: nothing to drain
 		}
 		if err != nil {
-			return fmt.Errorf("looking up consumer %s on stream %s (run with --provision or `mediaworker streams apply`): %w", durable, w.cfg.RequestsStream(), err)
+			return fmt.Errorf("looking up consumer %s on stream %s (provision the streams at start, or run `mediaworker streams apply`): %w", durable, w.cfg.RequestsStream(), err)
 		}
 		consumers[lane] = cons
 	}
