@@ -53,7 +53,7 @@ type pathRecorder struct {
 	src, out string
 }
 
-func (r *pathRecorder) Transform(ctx context.Context, src, out string) (transcoder.ImageResult, error) {
+func (r *pathRecorder) TransformRecipe(ctx context.Context, src, out string, _ []transcoder.ImageVariantSpec) (transcoder.ImageResult, error) {
 	r.src, r.out = src, out
 	return r.fakeImages.Transform(ctx, src, out)
 }

@@ -75,7 +75,8 @@ const (
 // newResponse is a job's answer before anything is known; a successful job fills it in as it goes
 // (transform: Metadata, Warnings; upload: Processed, then Success).
 func newResponse(req contracts.Request) contracts.Response {
-	return contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL}
+	// Recipe is echoed only when the request named one: a seed client's answer stays the seed's.
+	return contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Recipe: req.Recipe}
 }
 
 // failureResponse is the API's answer to a request that did not succeed.

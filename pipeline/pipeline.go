@@ -33,9 +33,10 @@ type InPlaceScanner interface {
 	ScanFile(ctx context.Context, path string) (scanner.Verdict, error)
 }
 
-// ImageTransformer turns one image into the WebP variants.
+// ImageTransformer turns one image into the variants of a recipe.
 type ImageTransformer interface {
-	Transform(ctx context.Context, srcPath, outDir string) (transcoder.ImageResult, error)
+	// TransformRecipe writes the variants specs describe; nil specs: the default recipe's.
+	TransformRecipe(ctx context.Context, srcPath, outDir string, specs []transcoder.ImageVariantSpec) (transcoder.ImageResult, error)
 }
 
 // VideoTransformer turns one video into an MP4, a poster and optionally HLS.
@@ -88,6 +89,9 @@ type Config struct {
 	// machine too busy to give a transform a fraction of a core gets there, so running out is retried
 	// like a stall. An image's transform has no other bound in time: see enter.
 	MaxTransformTime time.Duration
+	// Recipes are the output sets requests may name, by name. The default recipe is always known:
+	// absent here, it is the image transformer's default variants.
+	Recipes map[string]Recipe
 }
 
 // DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir with 256 MiB kept
@@ -125,7 +129,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("quarantine bucket %q %v", c.QuarantineBucket, err)
 		}
 	}
-	return nil
+	return validateRecipes(c.Recipes)
 }
 
 // Pipeline runs jobs. It is safe for concurrent use.
@@ -174,6 +178,7 @@ type job struct {
 	req      contracts.Request
 	lane     MediaKind // the pool this job runs in ("" in tests: any)
 	keys     contracts.OutputKeys
+	recipe   Recipe    // the outputs the request asks for
 	dir      string    // scratch dir, removed at the end
 	input    string    // dir/input
 	head     *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
@@ -226,6 +231,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		req.MediaURL = p.url(req.S3Bucket, req.S3Key)
 	}
 	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
+	j.recipe, _ = p.recipe(req) // an unknown one is refused by the first step (stat) before any work
 	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.out = Outcome{Kind: Success, Response: newResponse(req)}
 	defer j.cleanup()
@@ -472,7 +478,7 @@ type output struct {
 }
 
 func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([]output, error) {
-	res, err := p.images.Transform(ctx, j.input, outDir)
+	res, err := p.images.TransformRecipe(ctx, j.input, outDir, j.recipe.Images)
 	if err != nil {
 		return nil, err
 	}
@@ -480,9 +486,10 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 	j.out.Response.Warnings = append(j.out.Response.Warnings, res.Warnings...)
 	outs := make([]output, 0, len(res.Variants))
 	for _, v := range res.Variants {
+		format, contentType := variantFormat(v.Format)
 		outs = append(outs, output{
-			path: v.Path, key: j.keys.Image(v.Quality), contentType: "image/webp",
-			variant: contracts.Variant{Quality: v.Quality, Format: contracts.FormatWebP, Width: v.Width, Height: v.Height},
+			path: v.Path, key: j.keys.ImageAs(v.Quality, format), contentType: contentType,
+			variant: contracts.Variant{Quality: v.Quality, Format: format, Width: v.Width, Height: v.Height},
 		})
 	}
 	return outs, nil

@@ -143,6 +143,12 @@ type fakeImages struct {
 	block  bool // wait for ctx to end, like a stuck encoder killed by its context
 	// badInputPath: refuse the input in words that name its scratch path (which no response may).
 	badInputPath bool
+	specs        []transcoder.ImageVariantSpec // the recipe's variants it was last asked for
+}
+
+func (f *fakeImages) TransformRecipe(ctx context.Context, src, out string, specs []transcoder.ImageVariantSpec) (transcoder.ImageResult, error) {
+	f.specs = specs
+	return f.Transform(ctx, src, out)
 }
 
 func (f *fakeImages) Transform(ctx context.Context, src, out string) (transcoder.ImageResult, error) {

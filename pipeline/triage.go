@@ -103,6 +103,9 @@ func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
 // requests every new object of a bucket would otherwise feed the worker its own outputs, three more for
 // each, for ever). The refusal is a request's (contracts.ParseError): answered, never retried.
 func (p *Pipeline) notAnInput(req contracts.Request, info objstore.Info) error {
+	if _, err := p.recipe(req); err != nil {
+		return err // a recipe this worker does not know: nothing to make, so nothing is fetched
+	}
 	if q := p.cfg.QuarantineBucket; q != "" && req.S3Bucket == q {
 		return &contracts.ParseError{Field: "s3Bucket", Correlatable: true,
 			Reason: fmt.Sprintf("is the worker's quarantine bucket %q: quarantined files are never processed again", q)}

@@ -28,11 +28,11 @@ func TestDocsStateTheFormatLimits(t *testing.T) {
 		frame, short = "7680×4320", "8K"
 	}
 	for _, c := range []struct{ doc, name, text string }{
-		{contract, "docs/contract.md", fmt.Sprintf("more than %s over all frames (width × height × frames, `--max-pixels`) or more than %d frames (`--max-image-frames`)",
+		{contract, "docs/contract.md", fmt.Sprintf("more than %s over all frames (width × height × frames, `--image-max-pixels`) or more than %d frames (`--image-max-frames`)",
 			mp(im.MaxPixels), im.MaxFrames)},
-		{contract, "docs/contract.md", fmt.Sprintf("within %d frames and %s over all frames of the high variant (`--animation-max-frames`, `--animation-max-pixels`)",
+		{contract, "docs/contract.md", fmt.Sprintf("within %d frames and %s over all frames of the high variant (`--image-animation-max-frames`, `--image-animation-max-pixels`)",
 			im.AnimationMaxFrames, mp(im.AnimationMaxPixels))},
-		{contract, "docs/contract.md", fmt.Sprintf("`--max-video-duration` (%s) long and %s per frame (`--max-video-pixels`)",
+		{contract, "docs/contract.md", fmt.Sprintf("`--video-max-duration` (%s) long and %s per frame (`--video-max-pixels`)",
 			hours(v.MaxDuration), frame)},
 		{contract, "docs/contract.md", fmt.Sprintf("`--video-max-output-bytes` (%s), `--video-max-cpu-time` (%s) of CPU per ffmpeg run",
 			gib(v.MaxOutputBytes), hours(v.MaxCPUTime))},

@@ -6,31 +6,107 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/mediaworker/mediaworker/app"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/pipeline"
 )
 
 // secretFlags are printed masked by `config`.
 var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true, "nats-password": true, "nats-token": true, "url-signing-key": true}
 
-func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check" {
+		return cmdConfigCheck(ctx, args[1:], stdout, stderr)
+	}
 	cfg := app.DefaultConfig()
-	c := newCommand("config", "Print the settings `mediaworker run` would use with these flags and this environment, with\nwhere each value came from (default, flag, or the variable's name). Secrets are masked.\nTakes the same flags as run.", "")
-	bindCommon(c, &cfg)
-	bindRun(c, &cfg)
-	bindLog(c)
-	bindStartup(c)
+	c := newCommand("config", "Print the settings `mediaworker run` would use with this config file, these flags and this\nenvironment, with where each value came from (default, file:line, flag, or the variable's name),\nand the recipes requests may name. Secrets are masked. Takes the same flags as run.\n\n`mediaworker config check FILE` validates a config file without starting anything.", "")
+	bindRunSettings(c, &cfg)
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
 	}
-	var flags []*flag.Flag
-	c.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
-	sort.Slice(flags, func(i, j int) bool { return flags[i].Name < flags[j].Name })
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
-	for _, f := range flags {
+	if !applyRecipes(c, &cfg, stderr) {
+		return exitUsage
+	}
+	for _, d := range c.deprecated {
+		fmt.Fprintf(stderr, "warning: %s\n", d)
+	}
+	printSettings(c, cfg, stdout)
+	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes // as run does
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "\nthese settings would not start: %s\n", oneLine(invalidSettings(c, args, bindRunSettings, err)))
+		return exitUsage
+	}
+	return exitOK
+}
+
+// cmdConfigCheck validates a config file as `run --config FILE` would read it, with the environment's
+// variables but no flags, and starts nothing.
+func cmdConfigCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	const summary = "Validate a config file as `mediaworker run --config FILE` reads it (with this environment's\nMW_* variables), without starting anything. Exit 0 when it is valid, 2 naming each mistake's\nline, column and key."
+	first := newCommand("config check", summary, "FILE")
+	bindRunSettings(first, new(app.Config))
+	rest, code, ok := parseOrUsage(first, withoutConfig(args), stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintf(stderr, "mediaworker config check: name one config file, e.g. mediaworker config check /etc/mediaworker.yaml\n")
+		return exitUsage
+	}
+	path := rest[0]
+	// The file's own check: its settings beneath this environment, as run reads them.
+	cfg := app.DefaultConfig()
+	c := newCommand("config check", summary, "FILE")
+	bindRunSettings(c, &cfg)
+	if _, code, ok := parseOrUsage(c, []string{"--" + configFlag, path}, stdout, stderr); !ok {
+		return code
+	}
+	if !applyRecipes(c, &cfg, stderr) {
+		return exitUsage
+	}
+	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mediaworker config check: %s\n", oneLine(invalidSettings(c, []string{"--" + configFlag, path}, bindRunSettings, err)))
+		return exitUsage
+	}
+	for _, d := range c.deprecated {
+		fmt.Fprintf(stderr, "warning: %s\n", d)
+	}
+	n := 0
+	for _, s := range c.source {
+		if strings.HasPrefix(s, path+":") {
+			n++
+		}
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d settings; recipes: %s)\n", path, n, strings.Join(recipeNames(cfg.Pipeline.Recipes), ", "))
+	return exitOK
+}
+
+// withoutConfig drops --config from args: `config check` names its file as its argument.
+func withoutConfig(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if strings.HasPrefix(args[i], "-") && name == configFlag {
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// printSettings writes every setting with its file key, value and source, by section, then the
+// recipes.
+func printSettings(c *command, cfg app.Config, w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SETTING\tFLAG\tVALUE\tFROM")
+	row := func(key string, f *flag.Flag) {
 		v := f.Value.String()
 		if secretFlags[f.Name] && v != "" {
 			v = "****"
@@ -45,13 +121,55 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		if from == "" {
 			from = "default"
 		}
-		fmt.Fprintf(tw, "--%s\t%s\t%s\n", f.Name, v, from)
+		fmt.Fprintf(tw, "%s\t--%s\t%s\t%s\n", key, f.Name, v, from)
+	}
+	printed := map[string]bool{}
+	for _, s := range sections {
+		for _, k := range s.keys {
+			if f := c.fs.Lookup(k.flag); f != nil {
+				row(s.name+"."+k.key, f)
+				printed[k.flag] = true
+			}
+		}
+	}
+	var rest []*flag.Flag
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if _, alias := c.aliases[f.Name]; !printed[f.Name] && !alias {
+			rest = append(rest, f)
+		}
+	})
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Name < rest[j].Name })
+	for _, f := range rest {
+		row("-", f)
 	}
 	tw.Flush()
-	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes // as run does
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "\nthese settings would not start: %s\n", oneLine(invalidSettings(c, args, bindRunSettings, err)))
-		return exitUsage
+	fmt.Fprintln(w, "\nRECIPES")
+	for _, name := range recipeNames(cfg.Pipeline.Recipes) {
+		r, ok := cfg.Pipeline.Recipes[name]
+		from := "built in"
+		if ok && c.file != nil {
+			from = c.file.path
+		}
+		fmt.Fprintf(w, "  %s (%s): %s\n", name, from, describeRecipe(r, cfg))
 	}
-	return exitOK
+}
+
+// describeRecipe says in one line what a recipe makes.
+func describeRecipe(r pipeline.Recipe, cfg app.Config) string {
+	specs := r.Images
+	if specs == nil {
+		specs = cfg.Images.DefaultRecipe()
+	}
+	parts := make([]string, 0, len(specs))
+	for _, v := range specs {
+		parts = append(parts, fmt.Sprintf("%s %d×%d %s %s q%d", v.Name, v.Width, v.Height, orDefault(string(v.Fit), "inside"), orDefault(string(v.Format), "webp"), v.Quality))
+	}
+	return "images: " + strings.Join(parts, ", ") + "; video: " + pipeline.DefaultVideo
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -20,13 +20,20 @@ type command struct {
 	fs      *flag.FlagSet
 	// fallbacks maps a flag to standard environment variables read when MW_<FLAG> is unset.
 	fallbacks map[string][]string
-	// source says where each set flag's value came from: the variable's name, or "flag".
+	// source says where each set flag's value came from: the variable's name, "flag", or the config
+	// file's path and line.
 	source map[string]string
+	// aliases maps the deprecated names of renamed flags (settings.go's renamed) to today's.
+	aliases map[string]string
+	// deprecated lists, once each, the deprecated names this invocation used, for a warning.
+	deprecated []string
+	// file is the config file read by parse, nil when none was named.
+	file *configFile
 }
 
 func newCommand(name, summary, usage string) *command {
 	c := &command{name: name, summary: summary, usage: usage, fs: flag.NewFlagSet(name, flag.ContinueOnError),
-		fallbacks: map[string][]string{}, source: map[string]string{}}
+		fallbacks: map[string][]string{}, source: map[string]string{}, aliases: map[string]string{}}
 	c.fs.SetOutput(io.Discard) // we print usage and errors ourselves
 	return c
 }
@@ -36,9 +43,30 @@ func envName(flagName string) string {
 	return "MW_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parse applies environment variables first and then the command line, so a flag beats its variable.
-// It returns the positional arguments.
+// bindConfig registers --config and the deprecated names of the renamed flags the command has. Call it
+// after every other flag is bound.
+func (c *command) bindConfig() {
+	c.fs.String(configFlag, "", "YAML config file holding any of these settings in sections, and the recipes (see docs/operations.md); variables and flags override it")
+	for old, now := range renamed {
+		if f := c.fs.Lookup(now); f != nil {
+			c.fs.Var(f.Value, old, "deprecated: use --"+now)
+			c.aliases[old] = now
+		}
+	}
+}
+
+// parse applies the config file first, then environment variables, then the command line, so a
+// variable beats the file and a flag beats both. It returns the positional arguments.
 func (c *command) parse(args []string) ([]string, error) {
+	if path, src := configPathOf(args); path != "" && c.fs.Lookup(configFlag) != nil {
+		f, err := c.loadConfigFile(path)
+		if err != nil {
+			return nil, err
+		}
+		c.file = f
+		c.source[configFlag] = src
+	}
+	defer c.noteDeprecated()
 	var errs []error
 	c.fs.VisitAll(func(f *flag.Flag) {
 		names := append([]string{envName(f.Name)}, c.fallbacks[f.Name]...)
@@ -60,8 +88,9 @@ func (c *command) parse(args []string) ([]string, error) {
 	// Flags may come before, between or after the positional arguments (`dlq replay --all`); "--"
 	// ends the flags.
 	var positional []string
+	given := args // the loop below consumes args
 	defer c.fs.Visit(func(f *flag.Flag) {
-		if _, fromEnv := c.source[f.Name]; !fromEnv || contains(args, f.Name) {
+		if _, earlier := c.source[f.Name]; !earlier || contains(given, f.Name) {
 			c.source[f.Name] = "flag"
 		}
 	})
@@ -81,28 +110,97 @@ func (c *command) parse(args []string) ([]string, error) {
 	}
 }
 
-// printUsage writes the command's help: synopsis, summary, and every flag with its variable and default.
+// noteDeprecated records the deprecated names used, and credits their values to today's names.
+func (c *command) noteDeprecated() {
+	c.fs.Visit(func(f *flag.Flag) {
+		now, ok := c.aliases[f.Name]
+		if !ok {
+			return
+		}
+		src := c.source[f.Name]
+		if src == "" || src == "flag" {
+			src = "--" + f.Name
+		}
+		c.source[now] = src + " (deprecated name)"
+		c.deprecated = append(c.deprecated, fmt.Sprintf("%s is deprecated: use --%s (%s, %s in the config file)", src, now, envName(now), fileKeyOf(now)))
+	})
+}
+
+// printUsage writes the command's help: synopsis, summary, and every flag with its variable, default and
+// config file key, grouped by the config file's sections.
 func (c *command) printUsage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: mediaworker %s [flags] %s\n\n%s\n\nFlags (each also read from the environment variable shown):\n", c.name, c.usage, c.summary)
-	var flags []*flag.Flag
-	c.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
-	sort.Slice(flags, func(i, j int) bool { return flags[i].Name < flags[j].Name })
-	for _, f := range flags {
-		name, usage := flag.UnquoteUsage(f)
-		head := "  --" + f.Name
-		if name != "" {
-			head += " " + name
+	fmt.Fprintf(w, "Usage: mediaworker %s [flags] %s\n\n%s\n", c.name, c.usage, c.summary)
+	printed := map[string]bool{}
+	grouped := false
+	for _, s := range sections {
+		var keys []settingKey
+		for _, k := range s.keys {
+			if c.fs.Lookup(k.flag) != nil {
+				keys = append(keys, k)
+			}
 		}
-		env := envName(f.Name)
-		if fb := c.fallbacks[f.Name]; len(fb) > 0 {
-			env += ", " + strings.Join(fb, ", ")
+		if len(keys) == 0 {
+			continue
 		}
-		def := ""
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
-			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		if !grouped {
+			fmt.Fprintln(w, "\nEach flag is also read from the environment variable shown, and from the config file\n(--config) under the key shown; a flag beats its variable, which beats the file.")
+			grouped = true
 		}
-		fmt.Fprintf(w, "%s\n      %s%s\n      [%s]\n", head, usage, def, env)
+		fmt.Fprintf(w, "\n%s (config file section %q):\n", strings.ToUpper(s.title[:1])+s.title[1:], s.name)
+		for _, k := range keys {
+			c.printFlag(w, c.fs.Lookup(k.flag), s.name+"."+k.key)
+			printed[k.flag] = true
+		}
 	}
+	var rest []*flag.Flag
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if _, alias := c.aliases[f.Name]; !printed[f.Name] && !alias {
+			rest = append(rest, f)
+		}
+	})
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Name < rest[j].Name })
+	if len(rest) > 0 {
+		if grouped {
+			fmt.Fprintln(w, "\nOther flags:")
+		} else {
+			fmt.Fprintln(w, "\nFlags (each also read from the environment variable shown):")
+		}
+		for _, f := range rest {
+			c.printFlag(w, f, "")
+		}
+	}
+	if len(c.aliases) > 0 {
+		olds := make([]string, 0, len(c.aliases))
+		for old := range c.aliases {
+			olds = append(olds, old)
+		}
+		sort.Strings(olds)
+		fmt.Fprintln(w, "\nDeprecated names, still accepted with a warning:")
+		for _, old := range olds {
+			fmt.Fprintf(w, "  --%s → --%s\n", old, c.aliases[old])
+		}
+	}
+}
+
+// printFlag writes one flag's entry of the help.
+func (c *command) printFlag(w io.Writer, f *flag.Flag, fileKey string) {
+	name, usage := flag.UnquoteUsage(f)
+	head := "  --" + f.Name
+	if name != "" {
+		head += " " + name
+	}
+	env := envName(f.Name)
+	if fb := c.fallbacks[f.Name]; len(fb) > 0 {
+		env += ", " + strings.Join(fb, ", ")
+	}
+	if fileKey != "" {
+		env += "] [" + fileKey
+	}
+	def := ""
+	if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+		def = fmt.Sprintf(" (default %s)", f.DefValue)
+	}
+	fmt.Fprintf(w, "%s\n      %s%s\n      [%s]\n", head, usage, def, env)
 }
 
 // bytesFlag is a byte count that accepts units: 500MiB, 1G, 1048576.

@@ -38,7 +38,7 @@ var subcommands = []subcommand{
 	{"submit", "upload files, publish optimize requests, and with --wait print the responses", cmdSubmit},
 	{"streams", "print or apply the stream and consumer definitions", cmdStreams},
 	{"dlq", "list, show, replay or purge dead letters", cmdDLQ},
-	{"config", "print the effective settings of run (secrets masked) and where each came from", cmdConfig},
+	{"config", "print the effective settings of run (secrets masked) and where each came from; `config check FILE` validates a config file", cmdConfig},
 	{"healthcheck", "exit 0 when a running worker reports ready (for container health checks)", cmdHealthcheck},
 	{"version", "print the version", cmdVersion},
 }
@@ -88,6 +88,14 @@ func parseOrUsage(c *command, args []string, stdout, stderr io.Writer) ([]string
 	if errors.Is(err, flag.ErrHelp) {
 		c.printUsage(stdout)
 		return nil, exitOK, false
+	}
+	var fe fileError
+	if errors.As(err, &fe) {
+		// Each mistake in the config file on its own line, at its position.
+		for _, l := range errorLines(err) {
+			fmt.Fprintf(stderr, "mediaworker %s: %s\n", c.name, l)
+		}
+		return nil, exitUsage, false
 	}
 	if err != nil {
 		// One line, naming the flag as it is written (--x) and its variable.

@@ -44,13 +44,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bindRun(c, &cfg)
 	logLevel, logFormat := bindLog(c)
 	clamdWait := bindStartup(c)
+	c.bindConfig()
 	if _, code, ok := parseOrUsage(c, args, stdout, stderr); !ok {
 		return code
+	}
+	if !applyRecipes(c, &cfg, stderr) {
+		return exitUsage
 	}
 	log, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "mediaworker run: %v\n", err)
 		return exitUsage
+	}
+	for _, d := range c.deprecated {
+		log.Warn().Msg(d)
+	}
+	if c.file != nil {
+		log.Info().Str("file", c.file.path).Strs("recipes", recipeNames(cfg.Pipeline.Recipes)).Msg("settings read from the config file (variables and flags override it)")
 	}
 	// clamd is asked to scan whatever the worker accepts.
 	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes
@@ -145,15 +155,15 @@ func bindRun(c *command, cfg *app.Config) {
 	durationVar(fs, &cfg.Scanner.ScanTimeout, "clamd-scan-timeout", "longest wait for clamd's verdict")
 	durationVar(fs, &cfg.MaxSignatureAge, "max-signature-age", "readiness fails when clamd's official signatures are older (0: never); a dev database is not judged")
 
-	fs.Int64Var(&cfg.Images.MaxPixels, "max-pixels", cfg.Images.MaxPixels, "refuse images whose header declares more pixels (width × height × frames)")
-	fs.Int64Var(&cfg.Images.MaxMetadataBytes, "max-image-metadata-bytes", cfg.Images.MaxMetadataBytes, "refuse images carrying more metadata (EXIF, XMP, colour profiles, comments), in bytes, before any decoder reads it")
-	fs.IntVar(&cfg.Images.High, "image-high", cfg.Images.High, "long edge of the high WebP")
-	fs.IntVar(&cfg.Images.Medium, "image-medium", cfg.Images.Medium, "long edge of the medium WebP")
-	fs.IntVar(&cfg.Images.Low, "image-low", cfg.Images.Low, "long edge of the low WebP")
-	fs.IntVar(&cfg.Images.QualityHigh, "webp-quality-high", cfg.Images.QualityHigh, "WebP quality of the high variant")
-	fs.IntVar(&cfg.Images.QualityMedium, "webp-quality-medium", cfg.Images.QualityMedium, "WebP quality of the medium variant")
-	fs.IntVar(&cfg.Images.QualityLow, "webp-quality-low", cfg.Images.QualityLow, "WebP quality of the low variant")
-	fs.IntVar(&cfg.Images.Effort, "webp-effort", cfg.Images.Effort, "WebP encoder effort 0 (fast) – 6 (small)")
+	fs.Int64Var(&cfg.Images.MaxPixels, "image-max-pixels", cfg.Images.MaxPixels, "refuse images whose header declares more pixels (width × height × frames)")
+	fs.Int64Var(&cfg.Images.MaxMetadataBytes, "image-max-metadata-bytes", cfg.Images.MaxMetadataBytes, "refuse images carrying more metadata (EXIF, XMP, colour profiles, comments), in bytes, before any decoder reads it")
+	fs.IntVar(&cfg.Images.High, "image-high-size", cfg.Images.High, "long edge of the high WebP")
+	fs.IntVar(&cfg.Images.Medium, "image-medium-size", cfg.Images.Medium, "long edge of the medium WebP")
+	fs.IntVar(&cfg.Images.Low, "image-low-size", cfg.Images.Low, "long edge of the low WebP")
+	fs.IntVar(&cfg.Images.QualityHigh, "image-high-quality", cfg.Images.QualityHigh, "WebP quality of the high variant")
+	fs.IntVar(&cfg.Images.QualityMedium, "image-medium-quality", cfg.Images.QualityMedium, "WebP quality of the medium variant")
+	fs.IntVar(&cfg.Images.QualityLow, "image-low-quality", cfg.Images.QualityLow, "WebP quality of the low variant")
+	fs.IntVar(&cfg.Images.Effort, "image-webp-effort", cfg.Images.Effort, "WebP encoder effort 0 (fast) – 6 (small)")
 
 	fs.StringVar(&cfg.Videos.FFmpeg, "ffmpeg", cfg.Videos.FFmpeg, "ffmpeg binary")
 	fs.StringVar(&cfg.Videos.FFprobe, "ffprobe", cfg.Videos.FFprobe, "ffprobe binary")
@@ -161,14 +171,14 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.Videos.CRF, "video-crf", cfg.Videos.CRF, "x264 constant rate factor")
 	fs.StringVar(&cfg.Videos.Preset, "video-preset", cfg.Videos.Preset, "x264 preset")
 	fs.IntVar(&cfg.Videos.Threads, "video-threads", cfg.Videos.Threads, "ffmpeg threads per job")
-	durationVar(fs, &cfg.Videos.MaxDuration, "max-video-duration", "refuse longer videos")
+	durationVar(fs, &cfg.Videos.MaxDuration, "video-max-duration", "refuse longer videos")
 	fs.BoolVar(&cfg.Videos.HLS, "video-hls", cfg.Videos.HLS, "also write an HLS VOD playlist and segments")
 	fs.BoolVar(&cfg.Videos.Remux, "video-remux", cfg.Videos.Remux, "copy the streams of uploads that already are H.264/AAC MP4/MOV within the caps instead of re-encoding them")
-	fs.Int64Var(&cfg.Videos.MaxPixels, "max-video-pixels", cfg.Videos.MaxPixels, "refuse videos whose frames are larger (width × height)")
-	fs.Int64Var(&cfg.Images.HEIFDecodePixels, "heif-decode-pixels", cfg.Images.HEIFDecodePixels, "total pixels of HEIC/AVIF images decoded at once (libheif needs ~7 bytes per pixel); a larger image decodes alone")
-	fs.IntVar(&cfg.Images.MaxFrames, "max-image-frames", cfg.Images.MaxFrames, "refuse images (animations) declaring more frames")
-	fs.IntVar(&cfg.Images.AnimationMaxFrames, "animation-max-frames", cfg.Images.AnimationMaxFrames, "animations (GIF, WebP, APNG, AVIF) with more frames become still images of their first frame (with a warning)")
-	fs.Int64Var(&cfg.Images.AnimationMaxPixels, "animation-max-pixels", cfg.Images.AnimationMaxPixels, "animations whose high variant would hold more pixels over all frames become still images of their first frame (with a warning)")
+	fs.Int64Var(&cfg.Videos.MaxPixels, "video-max-pixels", cfg.Videos.MaxPixels, "refuse videos whose frames are larger (width × height)")
+	fs.Int64Var(&cfg.Images.HEIFDecodePixels, "image-heif-decode-pixels", cfg.Images.HEIFDecodePixels, "total pixels of HEIC/AVIF images decoded at once (libheif needs ~7 bytes per pixel); a larger image decodes alone")
+	fs.IntVar(&cfg.Images.MaxFrames, "image-max-frames", cfg.Images.MaxFrames, "refuse images (animations) declaring more frames")
+	fs.IntVar(&cfg.Images.AnimationMaxFrames, "image-animation-max-frames", cfg.Images.AnimationMaxFrames, "animations (GIF, WebP, APNG, AVIF) with more frames become still images of their first frame (with a warning)")
+	fs.Int64Var(&cfg.Images.AnimationMaxPixels, "image-animation-max-pixels", cfg.Images.AnimationMaxPixels, "animations whose high variant would hold more pixels over all frames become still images of their first frame (with a warning)")
 	fs.Var(bytesFlag{&cfg.Videos.MaxMemoryBytes}, "video-max-memory", "address-space limit (RLIMIT_AS) of each ffmpeg/ffprobe process")
 	durationVar(fs, &cfg.Videos.MaxCPUTime, "video-max-cpu-time", "CPU time one ffmpeg run may use (RLIMIT_CPU); inputs needing more are refused")
 	durationVar(fs, &cfg.Videos.CPUPerInputSecond, "video-cpu-per-second", "CPU time a video's encode may use per second of input, counting 10 s more, if less than --video-max-cpu-time; inputs needing more are refused (0: --video-max-cpu-time only)")

@@ -27,9 +27,9 @@ func startupMessage(err error) string {
 	var se *app.SettingError
 	switch {
 	case errors.As(err, &se) && se.Fix == "":
-		return fmt.Sprintf("%v (--%s, %s)", se.Err, se.Setting, envName(se.Setting))
+		return withFlags(fmt.Sprintf("%v (%s)", se.Err, se.Field))
 	case errors.As(err, &se):
-		return fmt.Sprintf("%v (--%s, %s): %s", se.Err, se.Setting, envName(se.Setting), se.Fix)
+		return withFlags(fmt.Sprintf("%v (%s): %s", se.Err, se.Field, se.Fix))
 	case errors.Is(err, nats.ErrAuthorization):
 		return fmt.Sprintf("%v: NATS refused the credentials; check --nats-creds (NATS_CREDS) or the server's accounts", err)
 	case errors.Is(err, nats.ErrNoServers):
@@ -37,7 +37,7 @@ func startupMessage(err error) string {
 	case strings.HasPrefix(err.Error(), "connecting to nats"):
 		return fmt.Sprintf("%v: check --nats-url (NATS_URL) and --nats-creds (NATS_CREDS)", err)
 	}
-	return err.Error()
+	return withFlags(err.Error())
 }
 
 // invalidSettings explains why cfg does not validate, naming the flags whose values cause it. The
@@ -71,18 +71,29 @@ func invalidSettings(c *command, args []string, bind func(*command, *app.Config)
 	for _, m := range msgs {
 		var names []string
 		for _, n := range blamed[m] {
-			src := envName(n)
-			if s := c.source[n]; s != "" && s != "flag" {
-				src = s
-			}
-			names = append(names, fmt.Sprintf("--%s (%s)", n, src))
+			names = append(names, c.describe(n))
 		}
+		m = withFlags(m)
 		if len(names) > 0 {
 			m = fmt.Sprintf("%s: %s", strings.Join(names, ", "), m)
 		}
 		parts = append(parts, m)
 	}
 	return "invalid settings: " + strings.Join(parts, "; ")
+}
+
+// describe names a setting as the person set it: the config file's position and key, or the flag with
+// the variable that set it (or would).
+func (c *command) describe(name string) string {
+	s := c.source[name]
+	if c.file != nil && strings.HasPrefix(s, c.file.path+":") {
+		return fmt.Sprintf("%s: %s (--%s)", s, fileKeyOf(name), name)
+	}
+	src := envName(name)
+	if s != "" && s != "flag" {
+		src = s
+	}
+	return fmt.Sprintf("--%s (%s)", name, src)
 }
 
 // errorLines flattens a joined error into its messages.
@@ -120,4 +131,21 @@ func bindRunSettings(c *command, cfg *app.Config) {
 	bindRun(c, cfg)
 	bindLog(c)
 	bindStartup(c)
+	c.bindConfig()
+}
+
+// applyRecipes puts the config file's recipes into cfg, or prints what is wrong with them.
+func applyRecipes(c *command, cfg *app.Config, stderr io.Writer) bool {
+	if c.file == nil {
+		return true
+	}
+	recipes, errs := c.file.decodeRecipes()
+	if len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "mediaworker %s: %v\n", c.name, e)
+		}
+		return false
+	}
+	cfg.Pipeline.Recipes = recipes
+	return true
 }

@@ -35,6 +35,9 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	c.fs.StringVar(&bucket, "bucket", bucket, "bucket to upload into")
 	c.fs.StringVar(&dir, "dir", dir, "key prefix: files are uploaded as <dir>/<file name>")
 	durationVar(c.fs, &timeout, "timeout", "with --wait, how long to wait for all responses")
+	recipe := ""
+	c.fs.StringVar(&recipe, "recipe", "", "the recipe (output set) each request names, as the worker's config file defines it; empty: the default")
+	c.bindConfig()
 	files, code, ok := parseOrUsage(c, args, stdout, stderr)
 	if !ok {
 		return code
@@ -46,6 +49,12 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := contracts.ValidateApp(cfg.Streams.App); err != nil {
 		fmt.Fprintf(stderr, "mediaworker submit: %v\n", err)
 		return exitUsage
+	}
+	if recipe != "" {
+		if err := contracts.ValidateName(recipe); err != nil {
+			fmt.Fprintf(stderr, "mediaworker submit: --recipe %v\n", err)
+			return exitUsage
+		}
 	}
 	ctx, stop, js, err := connectJS(ctx, cfg, "mediaworker submit", stderr)
 	if err != nil {
@@ -81,7 +90,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		id := uuid.NewString()
 		key := path.Join(dir, filepath.Base(f))
 		w.expect(id, f) // before publishing: the virus event can beat us back
-		if err := submitOne(ctx, client, store, bucket, key, id, f); err != nil {
+		if err := submitOne(ctx, client, store, bucket, key, id, recipe, f); err != nil {
 			fmt.Fprintf(stderr, "mediaworker submit: %s: %v\n", f, err)
 			return exitFailure
 		}
@@ -93,7 +102,7 @@ func cmdSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return w.wait(ctx, timeout, stderr)
 }
 
-func submitOne(ctx context.Context, client *natsjs.Client, store objstore.Store, bucket, key, id, file string) error {
+func submitOne(ctx context.Context, client *natsjs.Client, store objstore.Store, bucket, key, id, recipe, file string) error {
 	mt, err := mimetype.DetectFile(file)
 	if err != nil {
 		return fmt.Errorf("reading file: %w", err)
@@ -101,7 +110,7 @@ func submitOne(ctx context.Context, client *natsjs.Client, store objstore.Store,
 	if _, err := objstore.UploadFile(ctx, store, bucket, key, file, mt.String()); err != nil {
 		return fmt.Errorf("uploading: %w", err)
 	}
-	req := contracts.Request{S3Key: key, S3Bucket: bucket, MediaID: id, MediaURL: store.URL(bucket, key)}
+	req := contracts.Request{S3Key: key, S3Bucket: bucket, MediaID: id, MediaURL: store.URL(bucket, key), Recipe: recipe}
 	if err := req.Validate(); err != nil {
 		return err
 	}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The config file (--config FILE, MW_CONFIG) holds every setting of `run` in sections, and the recipes.
+// Its values come first: a variable beats the file, a flag beats both. The file is read as a YAML node
+// tree rather than decoded into structs, so every error can name the file, line and column and the
+// key as written, and so a value is checked against its setting's type as YAML typed it: `width: "256"`
+// and `ack_wait: 30` are mistakes to be told of, not strings or nanoseconds to be guessed at.
+
+// fileError is one mistake in the config file, at a position.
+type fileError struct {
+	path      string
+	line, col int
+	key       string // dotted, as written: images.high_size, recipes.avatar.images[0].width
+	problem   string
+}
+
+func (e fileError) Error() string {
+	if e.key == "" {
+		return fmt.Sprintf("%s:%d:%d: %s", e.path, e.line, e.col, e.problem)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s: %s", e.path, e.line, e.col, e.key, e.problem)
+}
+
+// configFile is a read config file: where it is and its recipes section, decoded by the caller.
+type configFile struct {
+	path    string
+	recipes *yaml.Node // nil: the file has none
+}
+
+// errAt makes a fileError at node n.
+func (f *configFile) errAt(n *yaml.Node, key, format string, args ...any) fileError {
+	return fileError{path: f.path, line: n.Line, col: n.Column, key: key, problem: fmt.Sprintf(format, args...)}
+}
+
+// configPathOf finds the config file named by the arguments (--config FILE, --config=FILE) or by
+// MW_CONFIG; the arguments win.
+func configPathOf(args []string) (path, source string) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != configFlag {
+			continue
+		}
+		if hasValue {
+			return value, "flag"
+		}
+		if i+1 < len(args) {
+			return args[i+1], "flag"
+		}
+	}
+	if v, ok := os.LookupEnv(envName(configFlag)); ok {
+		return v, envName(configFlag)
+	}
+	return "", ""
+}
+
+// loadConfigFile reads the file at path and sets the command's flags from it, recording each one's
+// source as file:line. Every mistake is reported, each with its position.
+func (c *command) loadConfigFile(path string) (*configFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	f := &configFile{path: path}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		// yaml's own message says "yaml: line N: ..."; keep it, prefixed by the file.
+		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return f, nil // an empty file sets nothing
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, f.errAt(root, "", "the file must be a mapping of sections (%s), got %s", sectionNames(), kindName(root))
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		kn, vn := root.Content[i], root.Content[i+1]
+		if seen[kn.Value] {
+			errs = append(errs, f.errAt(kn, kn.Value, "appears twice"))
+			continue
+		}
+		seen[kn.Value] = true
+		if kn.Value == recipesSection {
+			f.recipes = vn
+			continue
+		}
+		sec, ok := lookupSection(kn.Value)
+		if !ok {
+			names := append(strings.Split(sectionNames(), ", "), configFlag)
+			errs = append(errs, f.errAt(kn, "", "%s", unknownKey("section", kn.Value, names[:len(names)-1])))
+			continue
+		}
+		if vn.Kind != yaml.MappingNode {
+			if vn.Tag == "!!null" {
+				continue // an empty section
+			}
+			errs = append(errs, f.errAt(vn, sec.name, "must be a mapping of settings (%s), got %s", sec.keyNames(), kindName(vn)))
+			continue
+		}
+		errs = append(errs, c.loadSection(f, sec, vn)...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// loadSection sets the flags of one section's keys.
+func (c *command) loadSection(f *configFile, sec section, m *yaml.Node) []error {
+	var errs []error
+	known := make([]string, 0, len(sec.keys))
+	for _, k := range sec.keys {
+		known = append(known, k.key)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn, vn := m.Content[i], m.Content[i+1]
+		dotted := sec.name + "." + kn.Value
+		k, ok := sec.lookup(kn.Value)
+		if !ok {
+			errs = append(errs, f.errAt(kn, dotted, "%s", unknownKey("key", kn.Value, known)))
+			continue
+		}
+		if seen[k.key] {
+			errs = append(errs, f.errAt(kn, dotted, "appears twice"))
+			continue
+		}
+		seen[k.key] = true
+		fl := c.fs.Lookup(k.flag)
+		if fl == nil {
+			continue // a setting this command does not use (submit reads the file for nats and storage)
+		}
+		v, problem := scalarFor(fl, vn)
+		if problem == "" {
+			if err := c.fs.Set(k.flag, v); err != nil {
+				problem = valueProblem(fl, err)
+			}
+		}
+		if problem != "" {
+			errs = append(errs, f.errAt(vn, dotted, "%s (--%s)", problem, k.flag))
+			continue
+		}
+		c.source[k.flag] = fmt.Sprintf("%s:%d", f.path, kn.Line)
+	}
+	return errs
+}
+
+// scalarFor checks that YAML typed n as the flag's type and returns the text to Set it with, or what
+// is wrong. Durations and sizes are strings with units ("90s", "500MiB"); a size may also be a plain
+// number of bytes.
+func scalarFor(fl *flag.Flag, n *yaml.Node) (string, string) {
+	if n.Kind != yaml.ScalarNode {
+		return "", "must be a single value, got " + kindName(n)
+	}
+	if n.Tag == "!!null" {
+		return "", "has no value (remove the key to keep the default)"
+	}
+	if _, ok := fl.Value.(bytesFlag); ok {
+		if n.Tag == "!!int" || n.Tag == "!!str" {
+			return n.Value, ""
+		}
+		return "", fmt.Sprintf("must be a size such as 500MiB or a number of bytes, got %s", describeScalar(n))
+	}
+	g, ok := fl.Value.(flag.Getter)
+	if !ok {
+		return n.Value, ""
+	}
+	switch g.Get().(type) {
+	case bool:
+		if n.Tag != "!!bool" {
+			return "", "must be true or false, got " + describeScalar(n)
+		}
+	case int, int64, uint, uint64:
+		if n.Tag != "!!int" {
+			return "", "must be a whole number, got " + describeScalar(n)
+		}
+	case float64:
+		if n.Tag != "!!int" && n.Tag != "!!float" {
+			return "", "must be a number, got " + describeScalar(n)
+		}
+	case time.Duration:
+		if n.Tag != "!!str" {
+			return "", fmt.Sprintf("must be a duration with its unit such as 90s, 5m or 1h30m, got %s", describeScalar(n))
+		}
+	case string:
+		if n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" {
+			return "", "must be text, got " + describeScalar(n)
+		}
+	}
+	return n.Value, ""
+}
+
+// describeScalar names a scalar's YAML type and value, for errors.
+func describeScalar(n *yaml.Node) string {
+	switch n.Tag {
+	case "!!str":
+		return strconv.Quote(n.Value) + " (text)"
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	case "!!bool":
+		return n.Value
+	}
+	return n.Value
+}
+
+// kindName names a node's shape, for errors.
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	if n.Tag == "!!null" {
+		return "nothing"
+	}
+	return describeScalar(n)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/mediaworker/mediaworker/app"
+)
+
+// settingsMarkdown is docs/operations.md's reference of the config file: every section and key with
+// its flag, variable, type, default and meaning, from the same table --help prints, then a recipe's
+// fields. settingsdoc_test.go keeps the page equal to it.
+func settingsMarkdown() string {
+	cfg := app.DefaultConfig()
+	c := newCommand("run", "", "")
+	bindRunSettings(c, &cfg)
+	var b strings.Builder
+	for _, s := range sections {
+		fmt.Fprintf(&b, "\n### `%s:` — %s\n\n", s.name, s.title)
+		b.WriteString("| key | flag | environment | type | default | meaning |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, k := range s.keys {
+			f := c.fs.Lookup(k.flag)
+			if f == nil {
+				continue
+			}
+			env := "`" + envName(f.Name) + "`"
+			for _, fb := range c.fallbacks[f.Name] {
+				env += ", `" + fb + "`"
+			}
+			typ, usage := flag.UnquoteUsage(f)
+			switch typ {
+			case "":
+				typ = "bool"
+			case "value":
+				typ = "size"
+			}
+			fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s | %s |\n", k.key, f.Name, env, typ, docDefault(f), escapeCell(usage))
+		}
+	}
+	fmt.Fprintf(&b, "\n### `%s:` — output sets requests name with `\"recipe\"`\n\n", recipesSection)
+	b.WriteString("Each recipe is `<name>: {images: [variant, …], video: default}`; a variant's keys:\n\n| key | meaning |\n| --- | --- |\n")
+	for _, k := range variantKeys {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", k, variantDocs[k])
+	}
+	return b.String()
+}
+
+// docDefault is a flag's default as the docs show it: the machine-dependent ones as their rule.
+func docDefault(f *flag.Flag) string {
+	switch f.Name {
+	case "max-image-jobs":
+		return "number of CPUs"
+	case "max-video-jobs":
+		return "1 on ≤ 2 CPUs, else CPUs ÷ 2"
+	case "tmp-dir":
+		return "`$TMPDIR/mediaworker`"
+	}
+	if f.DefValue == "" || f.DefValue == "0" || f.DefValue == "0s" || f.DefValue == "false" {
+		if f.DefValue == "false" {
+			return "`false`"
+		}
+		return ""
+	}
+	return "`" + f.DefValue + "`"
+}
+
+func escapeCell(s string) string {
+	s = strings.ReplaceAll(s, "|", "\\|")
+	s = strings.ReplaceAll(s, "<", "&lt;")
+	return strings.ReplaceAll(s, ">", "&gt;")
+}
