@@ -101,7 +101,7 @@ func (c EmbeddedConfig) serverOptions() (*server.Options, error) {
 		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, false
 	}
 	if !loopbackHost(host) && !authenticates(opts) {
-		return nil, fmt.Errorf("the embedded NATS server would let anonymous clients in on %s: give it a credential (EmbeddedConfig.Auth: a Token, a User and Password, or an NKey), or a server config file (EmbeddedConfig.ServerConfig) with users or an operator (and no no_auth_user), or listen on 127.0.0.1", c.Listen)
+		return nil, fmt.Errorf("the embedded NATS server would let anonymous clients in on %s: give it a credential (ClientAuth.Token, ClientAuth.User with ClientAuth.Password, or ClientAuth.NKey), or a server config file (EmbeddedConfig.ServerConfig) with users or an operator (and no no_auth_user), or listen on 127.0.0.1", c.Listen)
 	}
 	return opts, nil
 }

@@ -38,8 +38,8 @@ func writeFile(t *testing.T, name, content string) string {
 func TestEmbeddedRefusesAnonymousBeyondLoopback(t *testing.T) {
 	for _, listen := range []string{"0.0.0.0:4222", ":4222", "[::]:4222", "192.0.2.1:4222"} {
 		err := embeddedCfg(t, listen).Validate()
-		if err == nil || !strings.Contains(err.Error(), "anonymous clients") || !strings.Contains(err.Error(), "EmbeddedConfig.Auth: a Token") {
-			t.Errorf("%s without credentials: %v, want a refusal naming EmbeddedConfig.Auth", listen, err)
+		if err == nil || !strings.Contains(err.Error(), "anonymous clients") || !strings.Contains(err.Error(), "credential (ClientAuth.Token") {
+			t.Errorf("%s without credentials: %v, want a refusal naming ClientAuth.Token", listen, err)
 		}
 	}
 	// A config file that lets anonymous clients in as a user is no better.

@@ -314,7 +314,7 @@ func (p *Pipeline) stopped(ctx context.Context, stage string, limit time.Duratio
 	case errors.Is(cause, ErrJobTimeout):
 		most := p.cfg.MaxTransformTime
 		return transientSaid(stage, fmt.Sprintf("still running after %s, the longest a transform may take (the machine is far too busy); will retry", most),
-			fmt.Errorf("%w: still running after %s (--max-transform-time); will retry", ErrJobTimeout, most))
+			fmt.Errorf("%w: still running after %s (Pipeline.MaxTransformTime); will retry", ErrJobTimeout, most))
 	case errors.Is(cause, ErrStalled) && stage == "transforming":
 		return transientSaid(stage, fmt.Sprintf("the media tool made no progress within %s (it stalled, or the machine is too busy to run it); will retry", within),
 			fmt.Errorf("%w: no progress within %s (ffmpeg's position did not advance and it used no CPU time); will retry", ErrStalled, within))

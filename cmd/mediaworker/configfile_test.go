@@ -210,3 +210,19 @@ func TestEveryFlagMapsToAField(t *testing.T) {
 		t.Errorf("describeField: %q", got)
 	}
 }
+
+// Library messages name config fields; cmd tells them as flags, variables and file keys.
+func TestLibraryFieldsAreToldAsFlags(t *testing.T) {
+	for in, want := range map[string]string{
+		"creating data dir (NATS.Embedded.DataDir) /x":          "creating data dir (--data-dir, MW_DATA_DIR, embedded.data_dir) /x",
+		"listen address (EmbeddedConfig.Listen) bad":            "listen address (--nats-listen, MW_NATS_LISTEN, embedded.listen) bad",
+		"a user (ClientAuth.User) needs a password":             "a user (--nats-user, MW_NATS_USER, NATS_USER, nats.user) needs a password",
+		"at least 1 slot, got 0 (WorkerConfig.Lanes[video])":    "at least 1 slot, got 0 (--max-video-jobs, MW_MAX_VIDEO_JOBS, lanes.video_jobs)",
+		"the lane's ack wait Config.ImageLane.AckWait is short": "the lane's ack wait --image-ack-wait (MW_IMAGE_ACK_WAIT, lanes.image_ack_wait) is short",
+		"Storage is fine and Lanes too":                         "Storage is fine and Lanes too",
+	} {
+		if got := withFlags(in); got != want {
+			t.Errorf("withFlags(%q)\n got %q\nwant %q", in, got, want)
+		}
+	}
+}

@@ -164,7 +164,7 @@ func parseSeqs(args []string) ([]uint64, error) {
 // would wait out its timeout in silence. stop closes the connection and releases the context.
 func connectJS(ctx context.Context, cfg app.Config, name string, stderr io.Writer) (context.Context, func(), jetstream.JetStream, error) {
 	if err := cfg.NATS.Auth.Validate(); err != nil {
-		return ctx, nil, nil, err
+		return ctx, nil, nil, toldError{err}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	var once sync.Once
@@ -180,7 +180,7 @@ func connectJS(ctx context.Context, cfg app.Config, name string, stderr io.Write
 		if natsjs.AuthHint(err) == "" {
 			err = fmt.Errorf("%w (is `mediaworker run` running?)", err)
 		}
-		return ctx, nil, nil, err
+		return ctx, nil, nil, toldError{err}
 	}
 	return ctx, func() { nc.Close(); cancel(nil) }, js, nil
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"unicode"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 var (
 	fieldFlagsOnce sync.Once
 	fieldFlagsMap  map[string]string
+	runFallbacks   map[string][]string // the standard variables each flag also reads (NATS_URL, ...)
 )
 
 // flagOfField returns the flag that sets the app.Config field at path, "" when none does.
@@ -30,6 +32,7 @@ func flagOfField(path string) string {
 		addrs := map[uintptr]string{}
 		fieldAddrs(reflect.ValueOf(&cfg).Elem(), "", addrs)
 		fieldFlagsMap = map[string]string{}
+		runFallbacks = c.fallbacks
 		c.fs.VisitAll(func(f *flag.Flag) {
 			if _, alias := c.aliases[f.Name]; alias {
 				return
@@ -79,6 +82,9 @@ func describeField(path string) string {
 		return path
 	}
 	s := "--" + name + " (" + envName(name)
+	if fb := runFallbacks[name]; len(fb) > 0 {
+		s += ", " + strings.Join(fb, ", ")
+	}
 	if k := fileKeyOf(name); k != "" {
 		s += ", " + k
 	}
@@ -89,14 +95,80 @@ func describeField(path string) string {
 // Pipeline.TmpDir, HTTPAddr.
 var fieldPath = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(?:\.[A-Z][A-Za-z0-9]*)*\b`)
 
-// withFlags rewrites the config field paths a message names into the flags, variables and file keys
-// that set them, leaving every other word alone.
-func withFlags(msg string) string {
-	return fieldPath.ReplaceAllStringFunc(msg, func(p string) string {
-		// A lone capitalised word (Storage, Lanes) is more likely the start of a sentence than a field.
-		if flagOfField(p) == "" || (!strings.Contains(p, ".") && strings.ToUpper(p[:2]) != p[:2]) {
-			return p
-		}
-		return describeField(p)
-	})
+// typePaths says where in app.Config each library config type sits, so a message that names
+// EmbeddedConfig.Listen (as package jetstream knows it) is told as the flag that sets
+// NATS.Embedded.Listen. A bare Config is tried at each place a type of that name sits.
+var typePaths = map[string][]string{
+	"EmbeddedConfig":   {"NATS.Embedded"},
+	"ClientAuth":       {"NATS.Auth"},
+	"WorkerConfig":     {"Worker"},
+	"URLSigningConfig": {"URLSigning"},
+	"ScanAPIConfig":    {"ScanAPI"},
+	"ImageConfig":      {"Images"},
+	"VideoConfig":      {"Videos"},
+	"LaneLimits":       {"Streams.ImageLane", "Streams.VideoLane"},
+	"Config":           {"", "Streams", "Pipeline", "Scanner", "S3", "NATSObj"},
 }
+
+// resolveField returns the app.Config path a message's name stands for, "" when none sets a flag.
+func resolveField(p string) string {
+	if flagOfField(p) != "" {
+		return p
+	}
+	typ, rest, ok := strings.Cut(p, ".")
+	if !ok {
+		return ""
+	}
+	for _, base := range typePaths[typ] {
+		full := rest
+		if base != "" {
+			full = base + "." + rest
+		}
+		if flagOfField(full) != "" {
+			return full
+		}
+	}
+	return ""
+}
+
+// laneSlots matches how package jetstream names a lane's slots: WorkerConfig.Lanes[image].
+var laneSlots = regexp.MustCompile(`WorkerConfig\.Lanes\[(image|video)\]`)
+
+// withFlags rewrites the config field paths a message names into the flags, variables and file keys
+// that set them, leaving every other word alone. A name already in parentheses is told inside them.
+func withFlags(msg string) string {
+	msg = laneSlots.ReplaceAllStringFunc(msg, func(m string) string {
+		if strings.Contains(m, "[video]") {
+			return "MaxVideoJobs"
+		}
+		return "MaxImageJobs"
+	})
+	var b strings.Builder
+	last := 0
+	for _, loc := range fieldPath.FindAllStringIndex(msg, -1) {
+		p := msg[loc[0]:loc[1]]
+		// A lone capitalised word (Storage, Lanes) is more likely the start of a sentence than a field.
+		if !strings.Contains(p, ".") && strings.IndexFunc(p[1:], unicode.IsUpper) < 0 {
+			continue
+		}
+		full := resolveField(p)
+		if full == "" {
+			continue
+		}
+		b.WriteString(msg[last:loc[0]])
+		if loc[0] > 0 && msg[loc[0]-1] == '(' && loc[1] < len(msg) && msg[loc[1]] == ')' {
+			b.WriteString(strings.TrimSuffix(strings.Replace(describeField(full), " (", ", ", 1), ")"))
+		} else {
+			b.WriteString(describeField(full))
+		}
+		last = loc[1]
+	}
+	b.WriteString(msg[last:])
+	return b.String()
+}
+
+// toldError is a library's error told in the words a person sets things with (withFlags).
+type toldError struct{ err error }
+
+func (e toldError) Error() string { return withFlags(e.err.Error()) }
+func (e toldError) Unwrap() error { return e.err }

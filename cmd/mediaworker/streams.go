@@ -32,7 +32,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	if err := cfg.Streams.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mediaworker streams: %v\n", err)
+		fmt.Fprintf(stderr, "mediaworker streams: %s\n", withFlags(oneLine(err.Error())))
 		return exitUsage
 	}
 	if len(rest) == 0 {
