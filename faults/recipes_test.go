@@ -37,6 +37,9 @@ func TestRecipesFromTheConfigFile(t *testing.T) {
   card:
     images:
       - {name: card, width: 1200, height: 630, fit: cover, format: webp}
+  centred:
+    images:
+      - {name: middle, width: 256, height: 256, fit: cover, crop: centre, format: jpeg}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +55,25 @@ func TestRecipesFromTheConfigFile(t *testing.T) {
 		testenv.PublishRequest(t, c.js, streams.Subjects().Request, req, jetstream.WithExpectStream(streams.RequestsStream()))
 		return req.MediaID
 	}
-	avatar, card, plain, nope := ask("avatar"), ask("card"), ask(""), ask("nope")
-	l.await([]string{avatar, card, plain, nope}, 2*time.Minute)
+	avatar, card, plain, nope, centred := ask("avatar"), ask("card"), ask(""), ask("nope"), ask("centred")
+	l.await([]string{avatar, card, plain, nope, centred}, 2*time.Minute)
+
+	// The control: a centred square of the same photo misses the subject, so the avatars below hold it
+	// because the crop looked for it.
+	r := l.one(centred)
+	if !r.Success || len(r.Processed) != 1 {
+		t.Fatalf("centred: %+v", r)
+	}
+	mid, err := jpeg.Decode(bytes.NewReader(c.get(keyOf(t, r.Processed[0].URL))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := orangeShare(mid); f > 0.01 {
+		t.Fatalf("control: the centred crop holds %.1f%% of the subject; the photo does not test the crop", 100*f)
+	}
 
 	// The avatar: both variants exactly 256×256, holding the orange subject.
-	r := l.one(avatar)
+	r = l.one(avatar)
 	if !r.Success || r.Recipe != "avatar" || len(r.Processed) != 2 {
 		t.Fatalf("avatar: %+v", r)
 	}
@@ -89,7 +106,8 @@ func TestRecipesFromTheConfigFile(t *testing.T) {
 		if b := img.Bounds(); b.Dx() != 256 || b.Dy() != 256 {
 			t.Errorf("%s decodes at %d×%d", v.Quality, b.Dx(), b.Dy())
 		}
-		if f := orangeShare(img); f < 0.10 {
+		// The disc is 5.3 % of a 1000×1000 square around it; a centred square holds none of it.
+		if f := orangeShare(img); f < 0.04 {
 			t.Errorf("%s holds %.1f%% of the subject's colour: the crop missed the subject", v.Quality, 100*f)
 		}
 	}
@@ -118,7 +136,7 @@ func TestRecipesFromTheConfigFile(t *testing.T) {
 
 	// An unknown recipe: one failure naming those it knows, nothing uploaded.
 	r = l.one(nope)
-	if r.Success || !strings.Contains(r.Error, `"nope" is not a recipe of this worker; it knows default, avatar, card`) {
+	if r.Success || !strings.Contains(r.Error, `"nope" is not a recipe of this worker; it knows default, avatar, card, centred`) {
 		t.Errorf("recipe nope: %+v", r)
 	}
 	if keys := c.keysHolding(nope); len(keys) > 0 {
@@ -135,8 +153,8 @@ func offCentrePhoto(t *testing.T) string {
 		for x := 0; x < 1600; x++ {
 			g := uint8(40 + (x*7+y*13)%9) // a faint texture, so the background is not flat
 			img.Set(x, y, color.RGBA{g, g, g + 4, 255})
-			dx, dy := x-1380, y-500
-			if dx*dx+dy*dy < 150*150 {
+			dx, dy := x-1450, y-500
+			if dx*dx+dy*dy < 130*130 {
 				img.Set(x, y, color.RGBA{250, 140, 20, 255})
 			}
 		}
