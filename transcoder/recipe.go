@@ -249,13 +249,14 @@ func (s ImageVariantSpec) stillReason() string {
 	}
 }
 
-// avifSpeed is the AV1 encoder's speed: libaom's cpu-used, 0 (slowest) to 9, which is libvips'
-// heifsave effort 1 (effort = 9 - speed); on one thread (vips.Concurrency), like every image job.
-// BenchmarkAVIFvsWebP, on the 2048 px variant of a noisy 12 MP JPEG (testenv.MakeNoisyJPEG), AVIF
-// at quality 50 against the high WebP (Q 82, effort 2), CPU time per encode on this project's 2-core
-// EPYC test machine: speed 7 cost 0.63 s, 2.8× the WebP's 0.23 s; speed 8 0.28 s, 1.2×; speed 9
-// 0.21 s, 0.9×, with files 27 % larger than speed 8's (57 against 45 KiB). On ffmpeg's clean
-// testsrc2 picture, which WebP encodes in half the time, speed 8 is 2.2× and speed 9 1.2×. Speed 8
-// is the slowest within about twice a WebP's cost. (libvips' own default, effort 4, is speed 5:
-// about 18 s of CPU for a like picture with the vips CLI.)
+// avifSpeed is the AV1 encoder's speed, libaom's cpu-used from 0 (slowest) to 9; 8 is libvips'
+// heifsave effort 1 (effort = 9 - speed). It runs on one thread (vips.Concurrency), like every image
+// job. BenchmarkAVIFvsWebP, on the 2048 px variant of a noisy 12 MP JPEG (testenv.MakeNoisyJPEG),
+// AVIF at quality 50 against the high WebP (Q 82, effort 2), CPU time per encode on this project's
+// 2-core EPYC test machine over two runs: speed 7 cost 0.63-0.67 s, 2.8-3.0× the WebP's
+// 0.21-0.23 s; speed 8 0.28-0.31 s, 1.2-1.4×; speed 9 0.19-0.21 s, 0.9×, with files 27 % larger
+// than speed 8's (57 against 45 KiB). On ffmpeg's clean testsrc2 picture, which WebP encodes in
+// half the time, speed 8 is 2.2× and speed 9 1.2×. Speed 8 is the slowest within about twice a
+// WebP's cost. (libvips' own default, effort 4, is speed 5: about 18 s of CPU for a like picture
+// with the vips CLI.)
 const avifSpeed = 8
