@@ -121,10 +121,18 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		return nil, err
 	}
 	a.deps = deps
+	var (
+		reuse      pipeline.Reuse
+		sigVersion pipeline.SignatureVersion
+	)
+	if !cfg.NoReuse {
+		reuse, sigVersion = natsjs.NewReuseMemory(a.js, cfg.Streams, cfg.Reuse), signatureVersion(a.scanner)
+		cfg.Pipeline.ReuseFingerprint = reuseFingerprint(cfg)
+	}
 	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
-		SignURL: a.signURL(),
+		SignURL: a.signURL(), Reuse: reuse, SignatureVersion: sigVersion,
 	})
 	if err != nil {
 		return nil, err

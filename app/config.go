@@ -66,6 +66,11 @@ type Config struct {
 	ServeObjects bool   // serve /objects/<bucket>/<key> from the NATS object store
 	URLSigning   URLSigningConfig
 	ScanAPI      ScanAPIConfig
+
+	// NoReuse turns the reuse memory off: every upload is scanned and transformed, even bytes seen an
+	// hour ago. Reuse bounds the memory.
+	NoReuse bool
+	Reuse   natsjs.ReuseConfig
 }
 
 // DefaultConfig returns the embedded, single-machine default of DESIGN.md.
@@ -99,6 +104,7 @@ func DefaultConfig() Config {
 		ServeObjects:    true,
 		URLSigning:      DefaultURLSigningConfig(),
 		ScanAPI:         DefaultScanAPIConfig(),
+		Reuse:           natsjs.DefaultReuseConfig(),
 	}
 	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
 	return c
@@ -152,6 +158,9 @@ func (c Config) Validate() error {
 			c.Pipeline.MaxTransformTime, c.Videos.MaxCPUTime))
 	}
 	add("url signing", c.URLSigning.Validate())
+	if !c.NoReuse {
+		add("reuse", c.Reuse.Validate())
+	}
 	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("the scan API's stall timeout (ScanAPI.StallTimeout) %s must not be negative", c.ScanAPI.StallTimeout))
 	}

@@ -90,6 +90,21 @@ type Metadata struct {
 	HasAlpha        bool    `json:"hasAlpha,omitempty"`
 	// HDR is "hlg" or "pq" when the source video was HDR (its outputs were tone-mapped to SDR).
 	HDR string `json:"hdr,omitempty"`
+
+	// The asset's facts (a video's from its poster frame): what a UI shows before the media loads,
+	// and what finds duplicates. FactsAlgorithm names how they were computed: hashes are comparable
+	// only between answers with the same value.
+	ThumbHash      string   `json:"thumbhash,omitempty"`
+	DominantColor  string   `json:"dominantColor,omitempty"`
+	Palette        []string `json:"palette,omitempty"`
+	PHash          string   `json:"phash,omitempty"`
+	SHA256         string   `json:"sha256,omitempty"`
+	FactsAlgorithm string   `json:"factsAlgorithm,omitempty"`
+	// PosterTimeSeconds is where in a video its poster was taken.
+	PosterTimeSeconds *float64 `json:"posterTimeSeconds,omitempty"`
+	// Reused says the answer was made from an earlier upload of the same bytes (same recipe, same
+	// virus signatures): its variants were copied, nothing was scanned or transformed again.
+	Reused bool `json:"reused,omitempty"`
 }
 
 // VirusEvent tells the API that an upload was infected and what was done with it.

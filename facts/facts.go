@@ -33,6 +33,10 @@ const Algorithms = "facts v1. " +
 	"clusters whose first bin's mean is within 48 (Euclidean, 0–255 sRGB), colour = weighted mean of a cluster, " +
 	"dominant = heaviest cluster, palette = up to 5 heaviest clusters holding ≥1% of the weight"
 
+// Version is the short name of Algorithms that answers carry (factsAlgorithm): an API compares hashes
+// only between answers with the same Version. It changes whenever Algorithms does.
+const Version = "mediaworker-facts/1"
+
 // Facts are what a media UI shows first, computed from one small decoded copy of the image.
 type Facts struct {
 	ThumbHash     string   // base64 (std encoding, as the reference implementation's demo) of the ThumbHash

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +31,12 @@ type scanResult struct {
 // the file before it (a video's probe, which only reads it, starts when the download ends: probe.go).
 func (p *Pipeline) download(ctx context.Context, j *job) error {
 	j.scanned = make(chan scanResult, 1)
+	if p.reuse != nil {
+		// The upload's hash decides whether it is scanned at all (reuse.go): download first, then
+		// recallReuse, then startScan. A miss costs the overlap of the scan with the download.
+		j.scanDeferred = true
+		return p.downloadOnly(ctx, j)
+	}
 	if ips, ok := p.scanner.(InPlaceScanner); ok && ips.ScansInPlace() {
 		return p.downloadThenScan(ctx, j, ips)
 	}
@@ -47,7 +55,7 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
 				j.scanned <- scanResult{v, err}
 			}()
-			return io.MultiWriter(j.head, pw)
+			return io.MultiWriter(j.head, j.hashing(), pw)
 		})
 	pw.CloseWithError(err) // nil: the scanner sees the end of the stream
 	if err != nil && scanning {
@@ -63,12 +71,7 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 
 // downloadThenScan is download for a scanner that scans files in place: the file first, then clamd.
 func (p *Pipeline) downloadThenScan(ctx context.Context, j *job, s InPlaceScanner) error {
-	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
-		func(info objstore.Info) io.Writer {
-			j.head = newHeadCopy(info.Size)
-			return j.head
-		})
-	if err := p.downloaded(j, info, err); err != nil { // an empty object is refused there
+	if err := p.downloadOnly(ctx, j); err != nil { // an empty object is refused there
 		return err
 	}
 	go func() {
@@ -76,6 +79,24 @@ func (p *Pipeline) downloadThenScan(ctx context.Context, j *job, s InPlaceScanne
 		j.scanned <- scanResult{v, err}
 	}()
 	return nil
+}
+
+// downloadOnly writes the object to the scratch file, keeping its head and hashing it, and scans
+// nothing.
+func (p *Pipeline) downloadOnly(ctx context.Context, j *job) error {
+	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
+		func(info objstore.Info) io.Writer {
+			j.head = newHeadCopy(info.Size)
+			return io.MultiWriter(j.head, j.hashing())
+		})
+	return p.downloaded(j, info, err)
+}
+
+// hashing returns the writer that hashes the upload's bytes as they are downloaded (the answer's
+// sha256, and the reuse memory's key).
+func (j *job) hashing() io.Writer {
+	j.hash = sha256.New()
+	return j.hash
 }
 
 // downloaded classifies the download's error and records what it fetched.
@@ -96,6 +117,9 @@ func (p *Pipeline) downloaded(j *job, info objstore.Info, err error) error {
 		return permanent("downloading", errors.New("object is empty (0 bytes)"))
 	}
 	j.info = info
+	if j.hash != nil {
+		j.sha256 = hex.EncodeToString(j.hash.Sum(nil))
+	}
 	if p.observer != nil {
 		p.observer.Transferred("in", info.Size)
 	}
@@ -125,6 +149,13 @@ func isTruncated(err error) bool {
 }
 
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
+	if j.scanDeferred {
+		// Bytes seen before are answered from the reuse memory, without asking clamd (reuse.go).
+		if err := p.recallReuse(ctx, j); err != nil || j.done || j.out.Kind != Success {
+			return err
+		}
+		p.startScan(ctx, j)
+	}
 	// The file is complete: a video's probe runs while clamd finishes (probe.go). Its answer is read
 	// by detect, after a clean verdict, and dropped otherwise.
 	p.startProbe(ctx, j)
@@ -161,9 +192,15 @@ func (p *Pipeline) scan(ctx context.Context, j *job) error {
 	if !v.Infected {
 		return nil
 	}
+	return p.infected(ctx, j, v.Signature)
+}
+
+// infected removes (or quarantines) the job's object, which matched signature, and answers it with a
+// virus event: on clamd's verdict, or on the reuse memory's for the same bytes.
+func (p *Pipeline) infected(ctx context.Context, j *job, signature string) error {
 	ev := contracts.VirusEvent{
 		MediaID: j.req.MediaID, S3Key: j.req.S3Key, S3Bucket: j.req.S3Bucket, MediaURL: j.req.MediaURL,
-		VirusName: v.Signature, DetectedAt: p.now().UTC().Format(time.RFC3339), ActionTaken: contracts.ActionDeleted,
+		VirusName: signature, DetectedAt: p.now().UTC().Format(time.RFC3339), ActionTaken: contracts.ActionDeleted,
 	}
 	if p.cfg.QuarantineBucket != "" {
 		ev.ActionTaken = contracts.ActionQuarantined

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/facts"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/tracing"
@@ -92,6 +94,10 @@ type Config struct {
 	// Recipes are the output sets requests may name, by name. The default recipe is always known:
 	// absent here, it is the image transformer's default variants.
 	Recipes map[string]Recipe
+	// ReuseFingerprint changes whenever a setting that shapes outputs changes (sizes, qualities,
+	// recipes, video settings): it is part of the reuse memory's key, so outputs made under other
+	// settings are never handed out as this configuration's.
+	ReuseFingerprint string
 }
 
 // DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir with 256 MiB kept
@@ -143,6 +149,9 @@ type Pipeline struct {
 	verdicts Verdicts
 	signURL  func(url, key string) string
 	now      func() time.Time
+
+	reuse      Reuse
+	sigVersion SignatureVersion
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -155,6 +164,10 @@ type Deps struct {
 	Verdicts Verdicts // nil: verdicts are not remembered across deliveries
 	// SignURL, if set, turns a variant's URL into the one the response carries (signed, expiring).
 	SignURL func(url, key string) string
+	// Reuse, with SignatureVersion, answers repeated bytes from what they became before (reuse.go);
+	// nil: every upload is scanned and transformed.
+	Reuse            Reuse
+	SignatureVersion SignatureVersion
 }
 
 // New returns a pipeline.
@@ -166,7 +179,8 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
-		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now}, nil
+		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
+		reuse: d.Reuse, sigVersion: d.SignatureVersion}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -179,17 +193,24 @@ type job struct {
 	lane     MediaKind // the pool this job runs in ("" in tests: any)
 	keys     contracts.OutputKeys
 	recipe   Recipe    // the outputs the request asks for
-	dir      string    // scratch dir, removed at the end
-	input    string    // dir/input
-	head     *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
-	info     objstore.Info
-	mime     string
-	kind     MediaKind
-	probe    *transcoder.VideoProbe // a video's description, from detection
-	probing  *pendingProbe          // a video's probe, started beside the scan (probe.go)
-	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
-	outs     []output               // files the transform made, uploaded by the next step
-	out      Outcome
+	hash     hash.Hash // the upload's SHA-256 as it is downloaded
+	sha256   string    // its hex digest, once downloaded
+	// scanDeferred: the download did not stream to clamd; the scan step decides (reuse.go).
+	scanDeferred bool
+	reuseKey     string    // the reuse memory's key of this upload, "" when reuse does not apply
+	reused       bool      // answered from the reuse memory
+	done         bool      // answered before the last step (reused): the steps after are skipped
+	dir          string    // scratch dir, removed at the end
+	input        string    // dir/input
+	head         *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
+	info         objstore.Info
+	mime         string
+	kind         MediaKind
+	probe        *transcoder.VideoProbe // a video's description, from detection
+	probing      *pendingProbe          // a video's probe, started beside the scan (probe.go)
+	scanned      chan scanResult        // clamd's verdict on the downloaded bytes
+	outs         []output               // files the transform made, uploaded by the next step
+	out          Outcome
 }
 
 // step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind (Infected,
@@ -270,10 +291,12 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		if err != nil {
 			return p.fail(j, err)
 		}
-		if j.out.Kind != Success { // infected, or routed to the other lane
+		if j.out.Kind != Success || j.done { // infected, routed to the other lane, or reused
+			p.rememberReuse(pctx, j)
 			return j.out
 		}
 	}
+	p.rememberReuse(pctx, j)
 	return j.out
 }
 
@@ -475,6 +498,8 @@ func (p *Pipeline) transform(ctx context.Context, j *job) error {
 type output struct {
 	path, key, contentType string
 	variant                contracts.Variant
+	role, name             string // what the output is (reuse.go's roles), to make its key for another request
+	size                   int64  // once uploaded
 }
 
 func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([]output, error) {
@@ -483,11 +508,13 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 		return nil, err
 	}
 	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha}
+	j.addFacts(res.Facts)
 	j.out.Response.Warnings = append(j.out.Response.Warnings, res.Warnings...)
 	outs := make([]output, 0, len(res.Variants))
 	for _, v := range res.Variants {
 		format, contentType := variantFormat(v.Format)
 		outs = append(outs, output{
+			role: roleImage, name: v.Quality,
 			path: v.Path, key: j.keys.ImageAs(v.Quality, format), contentType: contentType,
 			variant: contracts.Variant{Quality: v.Quality, Format: format, Width: v.Width, Height: v.Height},
 		})
@@ -505,12 +532,19 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 		MIME: j.mime, Width: src.Width, Height: src.Height, DurationSeconds: src.Duration,
 		VideoCodec: src.VideoCodec, AudioCodec: src.AudioCodec, HDR: src.HDR,
 	}
+	var poster *facts.Facts
+	if res.PosterPath != "" {
+		poster = posterFacts(res.PosterPath)
+	}
+	j.addFacts(poster)
 	outs := []output{{
+		role: roleVideo,
 		path: res.MP4Path, key: j.keys.Video(), contentType: "video/mp4",
 		variant: contracts.Variant{Quality: contracts.QualityOriginal, Format: contracts.FormatMP4, Width: res.MP4.Width, Height: res.MP4.Height},
 	}}
 	if res.PosterPath != "" {
 		outs = append(outs, output{
+			role: rolePoster,
 			path: res.PosterPath, key: j.keys.Poster(), contentType: "image/jpeg",
 			variant: contracts.Variant{Quality: contracts.QualityThumbnail, Format: contracts.FormatJPG,
 				Width: res.PosterWidth, Height: res.PosterHeight},
@@ -526,7 +560,7 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 	var playlist *output
 	for _, f := range res.HLSFiles {
 		name := filepath.Base(f)
-		o := output{path: f, key: j.keys.HLS(name), contentType: "video/mp2t"}
+		o := output{role: roleHLS, name: name, path: f, key: j.keys.HLS(name), contentType: "video/mp2t"}
 		if strings.HasSuffix(name, ".m3u8") {
 			o.contentType = "application/vnd.apple.mpegurl"
 			o.variant = contracts.Variant{Quality: contracts.QualityOriginal, Format: contracts.FormatM3U8}
@@ -543,11 +577,12 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 
 // upload stores every output and fills the response. Only outputs with a variant format are listed.
 func (p *Pipeline) upload(ctx context.Context, j *job) error {
-	for _, o := range j.outs {
+	for i, o := range j.outs {
 		if err := ctx.Err(); err != nil {
 			return transientSaid("uploading", jobStopped, fmt.Errorf("job stopped: %w", context.Cause(ctx)))
 		}
 		n, err := p.uploadFile(ctx, j.req.S3Bucket, o)
+		j.outs[i].size = n
 		if err != nil {
 			err = fmt.Errorf("uploading %s: %w", o.key, err)
 			if objstore.IsPermanent(err) { // the store refuses the output (its bucket gone, a name it will not take)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/mediaworker/mediaworker/facts"
 	"github.com/mediaworker/mediaworker/transcoder/vips"
 )
 
@@ -127,6 +128,10 @@ type ImageResult struct {
 	// whose Frames say so: all of them in the default recipe).
 	Frames   int
 	Variants []ImageVariant // in the recipe's order: high, medium, low by default
+	// Facts are the picture's placeholder, colours and perceptual hash (package facts), from a small
+	// copy of the decoded picture; nil if that copy could not be made (they are extras: the variants
+	// do not depend on them).
+	Facts *facts.Facts
 	// Warnings say what the variants lack that the source had (an animation beyond the budget,
 	// shown as its first frame), for the response's warnings.
 	Warnings []string
@@ -257,6 +262,7 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	}
 	res.HasAlpha = decoded.HasAlpha()
 	res.Frames = decoded.Frames()
+	res.Facts = assetFacts(decoded)
 
 	made := newPictures(decoded, decode, animate)
 	defer made.close()
@@ -275,6 +281,22 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 		res.Variants = append(res.Variants, v)
 	}
 	return res, nil
+}
+
+// factsSide is the long side of the copy the facts are computed from: ThumbHash's own limit.
+const factsSide = 100
+
+// assetFacts computes the facts of a decoded picture (its first frame), nil when it cannot.
+func assetFacts(decoded *vips.Image) *facts.Facts {
+	small, err := decoded.SmallRGBA(factsSide)
+	if err != nil {
+		return nil
+	}
+	f, err := facts.FromImage(small)
+	if err != nil {
+		return nil
+	}
+	return &f
 }
 
 // checkLimits refuses inputs whose header declares more frames or pixels than allowed.

@@ -81,6 +81,9 @@ var sections = []section{
 		{"threads", "video-threads"}, {"hls", "video-hls"}, {"remux", "video-remux"},
 		{"ffmpeg", "ffmpeg"}, {"ffprobe", "ffprobe"}, {"prlimit", "prlimit"},
 	}},
+	{"reuse", "reuse: repeated uploads answered without rework", []settingKey{
+		{"disabled", "no-reuse"}, {"ttl", "reuse-ttl"}, {"max_bytes", "reuse-max-bytes"},
+	}},
 	{"http", "HTTP: console, health, metrics, /objects, /v1/scan", []settingKey{
 		{"addr", "http-addr"}, {"serve_objects", "serve-objects"},
 		{"url_signing_key", "url-signing-key"}, {"url_signing_ttl", "url-signing-ttl"},

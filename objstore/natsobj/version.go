@@ -64,9 +64,11 @@ func (s *Store) CopyStatted(ctx context.Context, info objstore.Info, dstBucket, 
 		pw.CloseWithError(err) // nil: EOF for the reader
 		getErr <- err
 	}()
-	// A copy is never marked as a variant: quarantine copies an upload, whatever ctx says. A read that
+	// A copy is what its source is, as S3's CopyObject keeps x-amz-meta-*: a variant's copy (a reused
+	// answer's outputs) is a variant, an upload's (quarantine) is not, whatever ctx says. A read that
 	// fails fails the put before its metadata is written, so nothing half-copied is ever visible.
-	putErr := s.put(ctx, dstBucket, dstKey, pr, int64(oi.Size), info.ContentType, false)
+	variant := oi.Headers.Get(objstore.VariantHeader) == "1"
+	putErr := s.put(ctx, dstBucket, dstKey, pr, int64(oi.Size), info.ContentType, variant)
 	// Unblock the reader side if Put stopped early, then wait so no goroutine outlives the copy.
 	pr.CloseWithError(errors.New("copy aborted"))
 	if err := <-getErr; err != nil {

@@ -25,6 +25,7 @@
 	X(vips_smartcrop) X(vips_extract_area) X(vips_flatten) X(vips_colourspace) X(vips_cast) \
 	X(vips_image_get_interpretation) X(vips_image_write_to_memory) X(vips_error) \
 	X(vips_array_double_newv) X(vips_area_unref) X(vips_jpegsave_buffer) X(vips_pngsave_buffer) \
+	X(vips_bandjoin_const1) \
 	X(g_object_ref) X(g_object_unref) X(g_free) X(g_realloc) X(g_strfreev) X(g_strlcpy) X(g_log_set_handler) \
 	X(g_type_from_name) X(g_type_class_ref) X(g_type_class_unref)
 
@@ -622,3 +623,49 @@ void mw_unref(VipsImage *im) { mw_g_object_unref(im); }
 void mw_gfree(void *p) { mw_g_free(p); }
 const char *mw_version_string(void) { return mw_vips_version_string(); }
 void mw_error_clear(void) { mw_vips_error_clear(); }
+
+// mw_rgba_small writes the first frame of in, shrunk to fit size x size (never enlarged), as 8-bit
+// sRGB with alpha (RGBA, 4 bytes a pixel, rows packed) into a buffer the caller frees with mw_gfree:
+// the one small copy the asset facts (placeholder, colours, perceptual hash) are computed from.
+int mw_rgba_small(VipsImage *in, int size, void **buf, size_t *len, int *width, int *height) {
+	VipsImage *page = NULL, *small = NULL, *srgb = NULL, *u8 = NULL, *rgba = NULL;
+	int rc = -1;
+
+	mw_vips_error_clear();
+	if (mw_vips_extract_area(in, &page, 0, 0, mw_vips_image_get_width(in), mw_vips_image_get_page_height(in), NULL))
+		goto out;
+	if (mw_vips_thumbnail_image(page, &small, size, "height", size, "size", VIPS_SIZE_DOWN, NULL))
+		goto out;
+	// Grey, 16-bit and CMYK pictures become 8-bit sRGB; the decode already applied any ICC profile.
+	if (mw_vips_colourspace(small, &srgb, VIPS_INTERPRETATION_sRGB, NULL))
+		goto out;
+	if (mw_vips_cast(srgb, &u8, VIPS_FORMAT_UCHAR, NULL))
+		goto out;
+	if (mw_vips_image_get_bands(u8) == 3) {
+		if (mw_vips_bandjoin_const1(u8, &rgba, 255.0, NULL))
+			goto out;
+	} else {
+		rgba = u8;
+		mw_g_object_ref(rgba);
+	}
+	if (mw_vips_image_get_bands(rgba) != 4) {
+		mw_vips_error("mw_rgba_small", "%d bands after conversion to sRGB", mw_vips_image_get_bands(rgba));
+		goto out;
+	}
+	*width = mw_vips_image_get_width(rgba);
+	*height = mw_vips_image_get_height(rgba);
+	*buf = mw_vips_image_write_to_memory(rgba, len);
+	rc = *buf ? 0 : -1;
+out:
+	if (rgba)
+		mw_g_object_unref(rgba);
+	if (u8)
+		mw_g_object_unref(u8);
+	if (srgb)
+		mw_g_object_unref(srgb);
+	if (small)
+		mw_g_object_unref(small);
+	if (page)
+		mw_g_object_unref(page);
+	return rc;
+}

@@ -1,0 +1,112 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReuseConfig bounds the reuse memory: what recent uploads became, by their bytes (pipeline/reuse.go).
+type ReuseConfig struct {
+	// TTL is how long an outcome is remembered.
+	TTL time.Duration
+	// MaxBytes bounds the bucket; an entry is about 1-2 KB. When it is full, new outcomes are not
+	// remembered until old ones expire (the worker then does the work again, as without the memory).
+	MaxBytes int64
+}
+
+// DefaultReuseConfig remembers outcomes for 7 days in at most 64 MiB (tens of thousands of uploads).
+func DefaultReuseConfig() ReuseConfig { return ReuseConfig{TTL: 7 * 24 * time.Hour, MaxBytes: 64 << 20} }
+
+// Validate checks the bounds.
+func (c ReuseConfig) Validate() error {
+	if c.TTL < time.Minute {
+		return fmt.Errorf("reuse TTL (ReuseConfig.TTL) must be at least 1m, got %s", c.TTL)
+	}
+	if c.MaxBytes < 1<<20 {
+		return fmt.Errorf("reuse max bytes (ReuseConfig.MaxBytes) must be at least 1 MiB, got %d", c.MaxBytes)
+	}
+	return nil
+}
+
+// ReuseBucket is the key-value bucket of the reuse memory.
+func (c Config) ReuseBucket() string { return c.streamPrefix() + "_MEDIA_REUSE" }
+
+// ReuseMemory is the pipeline's reuse memory on a JetStream key-value bucket, keyed by the upload's
+// SHA-256, recipe and signature version (pipeline.Reuse).
+type ReuseMemory struct {
+	js  jetstream.JetStream
+	cfg Config
+	rc  ReuseConfig
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// NewReuseMemory returns the reuse memory of cfg; the bucket is created on first use.
+func NewReuseMemory(js jetstream.JetStream, cfg Config, rc ReuseConfig) *ReuseMemory {
+	return &ReuseMemory{js: js, cfg: cfg, rc: rc}
+}
+
+func (r *ReuseMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kv != nil {
+		return r.kv, nil
+	}
+	kv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      r.cfg.ReuseBucket(),
+		Description: "what recent uploads became, by SHA-256, recipe and clamd signature version, so repeated bytes are answered without rework",
+		TTL:         r.rc.TTL,
+		MaxBytes:    r.rc.MaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    r.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening reuse bucket %s: %w", r.cfg.ReuseBucket(), err)
+	}
+	r.kv = kv
+	return kv, nil
+}
+
+// Lookup returns the entry under key, nil when there is none.
+func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused, error) {
+	kv, err := r.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading reuse entry: %w", err)
+	}
+	var out pipeline.Reused
+	if err := json.Unmarshal(e.Value(), &out); err != nil {
+		return nil, fmt.Errorf("decoding reuse entry: %w", err)
+	}
+	return &out, nil
+}
+
+// Remember stores what an upload became under key.
+func (r *ReuseMemory) Remember(ctx context.Context, key string, v pipeline.Reused) error {
+	kv, err := r.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding reuse entry: %w", err)
+	}
+	if _, err := kv.Put(ctx, key, data); err != nil {
+		return fmt.Errorf("storing reuse entry: %w", err)
+	}
+	return nil
+}
