@@ -22,7 +22,9 @@ type ReuseConfig struct {
 }
 
 // DefaultReuseConfig remembers outcomes for 7 days in at most 64 MiB (tens of thousands of uploads).
-func DefaultReuseConfig() ReuseConfig { return ReuseConfig{TTL: 7 * 24 * time.Hour, MaxBytes: 64 << 20} }
+func DefaultReuseConfig() ReuseConfig {
+	return ReuseConfig{TTL: 7 * 24 * time.Hour, MaxBytes: 64 << 20}
+}
 
 // Validate checks the bounds.
 func (c ReuseConfig) Validate() error {

@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"unicode"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/mediaworker/mediaworker/app"
 )
