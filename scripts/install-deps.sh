@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs what mediaworker needs on Debian (12): ffmpeg/ffprobe, libvips (headers for cgo and the vips
-# CLI used by tests), clamd and clamdscan, and headless Chromium for the console's browser test. Only what is missing is installed; it is safe to run again.
+# CLI), clamd and clamdscan. With --test (scripts/test.sh) also what only the tests use: headless
+# Chromium for the console's browser test, exiftool for the privacy test, Node.js for the ThumbHash
+# reference decoder. Only what is missing is installed; it is safe to run again.
 set -euo pipefail
+tests=false
+[ "${1:-}" = "--test" ] && tests=true
 
 need=()
 command -v ffmpeg   >/dev/null 2>&1 || need+=(ffmpeg)
@@ -12,8 +16,14 @@ command -v clamd    >/dev/null 2>&1 || need+=(clamav-daemon)
 command -v clamdscan >/dev/null 2>&1 || need+=(clamdscan)
 command -v gcc      >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v curl     >/dev/null 2>&1 || need+=(curl)
-# The console's browser test (app/console_browser_test.go) drives Debian's headless Chromium.
-command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
+if $tests; then
+  # The console's browser test (app/console_browser_test.go) drives Debian's headless Chromium.
+  command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
+  # The privacy test (transcoder/privacy_test.go) reads every variant's metadata with exiftool.
+  command -v exiftool >/dev/null 2>&1 || need+=(libimage-exiftool-perl)
+  # The facts test decodes ThumbHashes with the reference implementation (npm thumbhash).
+  command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+fi
 
 if ((${#need[@]})); then
   sudo=""
