@@ -262,7 +262,6 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	}
 	res.HasAlpha = decoded.HasAlpha()
 	res.Frames = decoded.Frames()
-	res.Facts = assetFacts(decoded)
 
 	made := newPictures(decoded, decode, animate)
 	defer made.close()
@@ -280,6 +279,7 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 		}
 		res.Variants = append(res.Variants, v)
 	}
+	res.Facts = assetFacts(made.forFacts())
 	return res, nil
 }
 
