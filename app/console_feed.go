@@ -224,7 +224,8 @@ func (s *consoleState) record(subject string, header nats.Header, data []byte, a
 
 // outcomeOf reads a response as the console lists it; kind is its Mw-Outcome header (jetstream.
 // HeaderOutcome), "" when it has none. The preview is a URL the response carries (the low WebP, or a
-// video's poster), so the page shows nothing /objects would not serve to the API anyway.
+// video's poster), so the page shows nothing /objects would not serve to the API anyway; its
+// placeholder and colour are the response's asset facts.
 func outcomeOf(r contracts.Response, kind string, at time.Time) console.Outcome {
 	o := console.Outcome{MediaID: r.MediaID, Time: at, Error: r.Error, Result: resultOf(r, kind)}
 	if kind == "" && o.Result == console.ResultInfected {
@@ -236,6 +237,8 @@ func outcomeOf(r contracts.Response, kind string, at time.Time) console.Outcome 
 		if kind, _, ok := strings.Cut(r.Metadata.MIME, "/"); ok && (kind == "image" || kind == "video") {
 			o.Kind = kind
 		}
+		// As the response has them: the console checks them before it draws anything from them.
+		o.ThumbHash, o.DominantColor, o.Reused = r.Metadata.ThumbHash, r.Metadata.DominantColor, r.Metadata.Reused
 	}
 	for _, v := range r.Processed {
 		switch {

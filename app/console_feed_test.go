@@ -349,3 +349,21 @@ func TestConsoleReadsOutcomeHeader(t *testing.T) {
 		t.Errorf("throughput totals %v, want %v (success, failed, infected, gave up)", totals, want)
 	}
 }
+
+// TestConsoleFeedCarriesAssetFacts: an outcome carries its response's thumbhash, dominant colour and
+// reuse as the response has them (the console checks them before it draws them); a response without
+// metadata has none.
+func TestConsoleFeedCarriesAssetFacts(t *testing.T) {
+	r := contracts.Response{MediaID: "m-1", Success: true,
+		Processed: []contracts.Variant{{Quality: contracts.QualityLow, Format: contracts.FormatWebP, URL: "http://127.0.0.1:8080/objects/media/m-1/p_low.webp"}},
+		Metadata: &contracts.Metadata{MIME: "image/jpeg", ThumbHash: "mmkOLY5JZ3ZgjIaIdYmHc2h/hvaI", DominantColor: "#8b2401",
+			Palette: []string{"#8b2401", "#f9f9f9"}, Reused: true}}
+	o := outcomeOf(r, natsjs.OutcomeSuccess, time.Now())
+	if o.ThumbHash != r.Metadata.ThumbHash || o.DominantColor != "#8b2401" || !o.Reused || o.Kind != "image" || o.PreviewURL == "" {
+		t.Errorf("outcome %+v lacks the response's facts", o)
+	}
+	o = outcomeOf(contracts.Response{MediaID: "m-2", Error: "boom"}, natsjs.OutcomeFailed, time.Now())
+	if o.ThumbHash != "" || o.DominantColor != "" || o.Reused {
+		t.Errorf("outcome %+v has facts its response does not", o)
+	}
+}

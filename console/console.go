@@ -5,7 +5,8 @@
 // It is a view: everything it shows comes through the Source interface declared here, which the app
 // implements from its parts, so this package imports nothing of the worker's. The HTML is rendered on
 // the server (html/template); the CSS, a little JS and the templates are embedded, so there is no CDN
-// and no build step. The page polls a fragment of itself every few seconds.
+// and no build step. The page polls a fragment of itself every few seconds. A preview's placeholder is
+// drawn on the server too, from the response's ThumbHash (thumbhash.go), and sent as a data: URL.
 package console
 
 import (
@@ -77,6 +78,12 @@ type Outcome struct {
 	Duration   time.Duration // 0 when unknown (settled by another instance or before a restart)
 	Time       time.Time     // when the response was published
 	PreviewURL string        // the low WebP of an image or a video's poster, from the response itself
+	// The asset's facts from the response's metadata, as it carries them (the console checks them
+	// before it shows them): the ThumbHash (standard base64) that the preview's placeholder is drawn
+	// from, the dominant colour ("#rrggbb"), and whether the answer reused an earlier upload's variants.
+	ThumbHash     string
+	DominantColor string
+	Reused        bool
 }
 
 // Results, as the chart and the table name them.

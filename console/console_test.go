@@ -514,3 +514,73 @@ func TestQueuesShowRescues(t *testing.T) {
 		t.Errorf("triage's row should show 0 rescues and no last one:\n%s", body)
 	}
 }
+
+// Recent outcomes show the asset facts their responses carry: a success with a ThumbHash gets it drawn as
+// its preview's placeholder (beneath the preview, or alone) and its dominant colour as a swatch; one
+// without facts gets neither; a colour or hash that is not one is dropped, and a failure's facts are not
+// shown. A reused answer says so.
+func TestConsoleShowsAssetFacts(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	now := time.Now()
+	src.snap.Recent = []Outcome{
+		{MediaID: "with-facts", Kind: "image", Result: ResultSuccess, Time: now, PreviewURL: "http://127.0.0.1:1/objects/media/a_low.webp",
+			ThumbHash: realThumbHashes["board (landscape)"], DominantColor: "#4e8b66"},
+		{MediaID: "no-preview", Kind: "video", Result: ResultSuccess, Time: now, ThumbHash: realThumbHashes["talk"], DominantColor: "#8b2401", Reused: true},
+		{MediaID: "no-facts", Kind: "image", Result: ResultSuccess, Time: now, PreviewURL: "http://127.0.0.1:1/objects/media/b_low.webp"},
+		{MediaID: "hostile", Kind: "image", Result: ResultSuccess, Time: now, PreviewURL: "http://127.0.0.1:1/objects/media/c_low.webp",
+			ThumbHash: `"><script>alert(1)</script>`, DominantColor: "red;background:url(x)"},
+		{MediaID: "failed", Kind: "image", Result: ResultFailed, Time: now, Error: "boom", ThumbHash: realThumbHashes["moon (grey)"], DominantColor: "#030303"},
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	code, body, hdr := fetch(t, noRedirect(), req)
+	if code != 200 {
+		t.Fatalf("GET /: %d", code)
+	}
+	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "img-src 'self' http: https: data:;") {
+		t.Errorf("the CSP does not let the placeholders' data: URLs in: %s", csp)
+	}
+	items := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?s)<li class="outcome[^"]*">(.*?)</li>`).FindAllStringSubmatch(body, -1) {
+		id := regexp.MustCompile(`<div class="mono id">([^<]*)</div>`).FindStringSubmatch(m[1])
+		if id != nil {
+			items[id[1]] = m[1]
+		}
+	}
+	// html/template writes the base64's "+" as "&#43;", which the browser reads back.
+	placeholder := regexp.MustCompile(`<img class="ph" src="data:image/png;base64,(?:[A-Za-z0-9/]|&#43;)+=*" alt="" width="72" height="72">`)
+	swatch := func(c string) string {
+		return `<span class="dc" title="dominant colour ` + c + `"><svg viewBox="0 0 1 1" width="11" height="11" aria-hidden="true"><rect width="1" height="1" fill="` + c + `"></rect></svg><span class="mono small">` + c + `</span></span>`
+	}
+
+	it := items["with-facts"]
+	if !regexp.MustCompile(`<div class="preview">` + placeholder.String() + `<img src="http://127.0.0.1:1/objects/media/a_low.webp"`).MatchString(it) {
+		t.Errorf("the outcome with facts lacks its placeholder beneath its preview:\n%s", it)
+	}
+	if !strings.Contains(it, swatch("#4e8b66")) || strings.Contains(it, "reused") {
+		t.Errorf("the outcome with facts lacks its colour swatch (or says reused):\n%s", it)
+	}
+	it = items["no-preview"]
+	if !regexp.MustCompile(`<div class="preview">`+placeholder.String()+`</div>`).MatchString(it) || strings.Contains(it, "noimg") {
+		t.Errorf("the outcome without a preview should show its placeholder alone:\n%s", it)
+	}
+	if !strings.Contains(it, swatch("#8b2401")) || !strings.Contains(it, `<span class="tag reused"`) {
+		t.Errorf("the reused outcome lacks its swatch or its reused tag:\n%s", it)
+	}
+	for _, id := range []string{"no-facts", "hostile", "failed"} {
+		it := items[id]
+		if it == "" {
+			t.Fatalf("%s is not listed", id)
+		}
+		if strings.Contains(it, `class="ph"`) || strings.Contains(it, `class="dc"`) || strings.Contains(it, "data:") {
+			t.Errorf("%s should show no placeholder and no swatch:\n%s", id, it)
+		}
+	}
+	for _, bad := range []string{"<script>alert", "background:url", "red;"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("the page carries %q from a hostile response", bad)
+		}
+	}
+	if n := len(placeholder.FindAllString(body, -1)); n != 2 {
+		t.Errorf("%d placeholders on the page, want 2", n)
+	}
+}

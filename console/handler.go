@@ -70,9 +70,10 @@ func New(src Source, cfg Config) (*Handler, error) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	// Images may come from wherever the responses' URLs point (an S3, a CDN, this server's /objects);
+	// Images may come from wherever the responses' URLs point (an S3, a CDN, this server's /objects),
+	// and data: carries the previews' placeholders, PNGs the console draws from their ThumbHashes;
 	// nothing else leaves this origin, and no other site may frame the page.
-	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' http: https:; "+
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' http: https: data:; "+
 		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")

@@ -17,6 +17,8 @@ var funcs = template.FuncMap{
 	"since":       func(now, t time.Time) string { return dur(now.Sub(t)) },
 	"utc":         func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"safeImg":     safeImg,
+	"placeholder": placeholderURL,
+	"safeColor":   safeColor,
 	"overall":     overall,
 	"join":        strings.Join,
 	// A rescue's action as the worker logs it (gave_up), in words.

@@ -6,6 +6,17 @@
     var msg = e.target.getAttribute("data-confirm");
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
+  // A preview that loaded hides its ThumbHash placeholder (which would show through a transparent
+  // picture); one that failed hides itself, leaving the placeholder. Load and error do not bubble: caught
+  // on the way down, for the previews of every refresh.
+  document.addEventListener("load", function (e) {
+    var t = e.target, ph = t.previousElementSibling;
+    if (t.tagName === "IMG" && !t.classList.contains("ph") && ph && ph.classList.contains("ph")) ph.hidden = true;
+  }, true);
+  document.addEventListener("error", function (e) {
+    var t = e.target;
+    if (t.tagName === "IMG" && !t.classList.contains("ph") && t.parentNode.classList.contains("preview")) t.hidden = true;
+  }, true);
   var live = document.getElementById("live");
   var ms = parseInt(document.body.getAttribute("data-refresh-ms"), 10);
   if (!live || !(ms > 0)) return;
