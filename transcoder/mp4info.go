@@ -240,3 +240,86 @@ func codecName(fourcc string) string {
 	}
 	return fourcc
 }
+
+// cutBeforeIndexMsg is the refusal of an MP4 whose upload stopped before its index.
+const cutBeforeIndexMsg = "video is truncated: the MP4 file ends before its index (was the upload cut short?)"
+
+// maxTopLevelBoxes bounds cutBeforeIndex's walk: a real file has a handful of top-level boxes (a
+// fragmented one a few thousand); a file of tiny boxes ends the walk as not cut.
+const maxTopLevelBoxes = 100_000
+
+// cutBeforeIndex reports whether the file at path is an MP4/MOV that ends before its index: it
+// starts like one (an ftyp box, or the wide, free, skip or mdat of older QuickTime files), holds
+// media data (mdat) and no whole moov box, and its top-level boxes run to the end of the file, the
+// last one cut off or complete. Recorders and most muxers write the index after the media; an upload
+// cut short then loses it, and ffprobe can read nothing. (A fragmented MP4 has its moov before the
+// fragments; a media segment alone starts with styp or moof; a HEIF image keeps its items in a meta
+// box: none of them is called cut.)
+//
+// It runs on uploads, after ffprobe has refused one: it reads box headers only (8 or 16 bytes each,
+// never a payload), at most maxTopLevelBoxes of them.
+func cutBeforeIndex(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	size := st.Size()
+	var (
+		off  int64
+		mdat bool
+		b    [16]byte
+	)
+	for n := 0; off < size; n++ {
+		if n == maxTopLevelBoxes {
+			return false
+		}
+		got, _ := f.ReadAt(b[:], off)
+		if got < 8 {
+			break // a header cut off
+		}
+		boxSize, hdr, typ := int64(binary.BigEndian.Uint32(b[:4])), int64(8), string(b[4:8])
+		switch {
+		case !isBoxType(typ):
+			return false // not boxes: something else is wrong with the file
+		case n == 0 && typ != "ftyp" && typ != "wide" && typ != "free" && typ != "skip" && typ != "mdat":
+			return false
+		case typ == "meta":
+			return false
+		}
+		mdat = mdat || typ == "mdat"
+		switch boxSize {
+		case 0: // to the end of the file: a recording whose index was never written
+			boxSize = size - off
+		case 1:
+			if got < 16 {
+				return mdat
+			}
+			boxSize, hdr = int64(binary.BigEndian.Uint64(b[8:16])), 16
+		}
+		switch {
+		case boxSize < hdr:
+			return false
+		case boxSize > size-off:
+			return mdat || typ == "moov" // cut inside this box: the index is not whole
+		case typ == "moov":
+			return false // a whole index: whatever ffprobe refused, it is not this
+		}
+		off += boxSize
+	}
+	return mdat
+}
+
+// isBoxType reports whether typ looks like a box type: four printable ASCII characters.
+func isBoxType(typ string) bool {
+	for i := 0; i < len(typ); i++ {
+		if typ[i] < 0x20 || typ[i] > 0x7e {
+			return false
+		}
+	}
+	return len(typ) == 4
+}

@@ -53,6 +53,11 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			return probed{}, lerr
 		}
 		if te.exitCode > 0 && !te.systemFailure() {
+			if cutBeforeIndex(path) {
+				// ffprobe only says "moov atom not found", and "not a supported video" would send
+				// the person looking for a format problem when the upload simply stopped short.
+				return probed{}, badInputSaid(cutBeforeIndexMsg, err)
+			}
 			return probed{}, badInputSaid("not a supported video ("+supportedVideos+")", err)
 		}
 		return probed{}, internal("probing video", err)
@@ -65,6 +70,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 		Format struct {
 			FormatName string            `json:"format_name"`
 			Duration   string            `json:"duration"`
+			StartTime  string            `json:"start_time"`
 			Tags       map[string]string `json:"tags"`
 		} `json:"format"`
 		Streams []struct {
@@ -74,6 +80,8 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			Width       int               `json:"width"`
 			Height      int               `json:"height"`
 			Channels    int               `json:"channels"`
+			SampleRate  string            `json:"sample_rate"`
+			NbFrames    string            `json:"nb_frames"`
 			PixFmt      string            `json:"pix_fmt"`
 			Primaries   string            `json:"color_primaries"`
 			Transfer    string            `json:"color_transfer"`
@@ -92,15 +100,28 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	}
 
 	p := probed{videoStream: -1, audioStream: -1}
-	p.info.Duration, _ = strconv.ParseFloat(raw.Format.Duration, 64)
-	if math.IsNaN(p.info.Duration) || p.info.Duration < 0 {
-		p.info.Duration = 0
+	// A stream the container declares but that holds nothing (HLS and live captures often declare an
+	// AAC track that never got a packet) is dropped and the rest converted: mapped into the encode,
+	// its missing parameters made ffmpeg refuse the whole file as undecodable. A video stream that
+	// holds nothing is passed over for the next one; when there is none, the first is kept, and the
+	// limits refuse it for its missing frame size as before.
+	firstVideo := -1
+	for i, s := range raw.Streams {
+		if s.CodecType == "video" && s.Disposition["attached_pic"] == 0 {
+			// Cover art in mp4/mkv is a one-frame "video" stream marked attached_pic: skip it.
+			if firstVideo < 0 {
+				firstVideo = i
+			}
+			if s.NbFrames != "0" && s.Width > 0 && s.Height > 0 {
+				firstVideo = i
+				break
+			}
+		}
 	}
 	var codecs []string
-	for _, s := range raw.Streams {
+	for i, s := range raw.Streams {
 		switch {
-		case s.CodecType == "video" && s.Disposition["attached_pic"] == 0 && p.videoStream < 0:
-			// Cover art in mp4/mkv is a one-frame "video" stream marked attached_pic: skip it.
+		case i == firstVideo:
 			p.videoStream = s.Index
 			p.info.VideoCodec = s.CodecName
 			p.info.Width, p.info.Height = s.Width, s.Height
@@ -119,7 +140,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			p.info.HDR = p.colour.hdr()
 			p.interlaced = slices.Contains([]string{"tt", "bb", "tb", "bt"}, s.FieldOrder)
 			codecs = append(codecs, s.CodecName)
-		case s.CodecType == "audio" && p.audioStream < 0:
+		case s.CodecType == "audio" && p.audioStream < 0 && !emptyAudio(s.SampleRate, s.Channels, s.NbFrames):
 			p.audioStream = s.Index
 			p.info.AudioCodec = s.CodecName
 			p.info.HasAudio = true
@@ -129,13 +150,51 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	}
 	p.streams = len(raw.Streams)
 	p.info.Container = containerName(raw.Format.FormatName, raw.Format.Tags["major_brand"], codecs)
+	p.info.Duration = contentDuration(p.info.Container, raw.Format.Duration, raw.Format.StartTime)
 	if p.videoStream < 0 {
+		if cutBeforeIndex(path) {
+			// Cut inside its index: ffprobe read the tracks described before the cut, if any.
+			return probed{}, badInput(cutBeforeIndexMsg, nil)
+		}
 		if p.audioStream >= 0 {
 			return probed{}, badInput(fmt.Sprintf("the file has no video stream, only audio (%s): audio alone is not supported", p.info.AudioCodec), nil)
 		}
 		return probed{}, badInput("the file has no video stream", nil)
 	}
 	return p, nil
+}
+
+// emptyAudio reports an audio stream that holds nothing: its container counts no frames in it, or
+// ffprobe found none of its packets where it looked (the first few seconds), so it knows no sample
+// rate or channel count; an encode could not decode it (and, mapped, it failed the whole file).
+func emptyAudio(sampleRate string, channels int, frames string) bool {
+	rate, _ := strconv.Atoi(sampleRate)
+	return frames == "0" || rate <= 0 || channels <= 0
+}
+
+// contentDuration is how long the content of a file lasts, in seconds (0 when unknown), from
+// ffprobe's format duration and start time. The MP4/MOV and Matroska demuxers declare the duration
+// on the presentation timeline from zero (the movie header, the segment's duration), so content that
+// starts late (a DASH init segment joined to a later media segment, a recording cut from a live
+// stream, `-output_ts_offset 30`) lasts the duration minus its start; the other demuxers measure from
+// the first timestamp, so their duration is the content's already (an MPEG-TS from a live capture
+// starts hours in). The encode starts its output at the content's start, so this is also what its
+// MP4 lasts when the whole file decodes: checkOutput judges the encode against it. (An MP4 without
+// an edit list whose first frame is shown a B-frame delay late, 0.08 s, counts that much short.)
+func contentDuration(container, duration, start string) float64 {
+	d, err := strconv.ParseFloat(duration, 64)
+	if err != nil || math.IsNaN(d) || math.IsInf(d, 0) || d < 0 {
+		return 0
+	}
+	s, err := strconv.ParseFloat(start, 64)
+	if err != nil || math.IsNaN(s) || s <= 0 || s >= d {
+		return d
+	}
+	switch container {
+	case "mp4", "mov", "matroska", "webm":
+		return d - s
+	}
+	return d
 }
 
 // containerName names the container the way people do: ffprobe reports one demuxer for the whole
