@@ -248,16 +248,17 @@ const cutBeforeIndexMsg = "video is truncated: the MP4 file ends before its inde
 // fragmented one a few thousand); a file of tiny boxes ends the walk as not cut.
 const maxTopLevelBoxes = 100_000
 
-// cutBeforeIndex reports whether the file at path is an MP4/MOV that ends before its index: it
-// starts like one (an ftyp box, or the wide, free, skip or mdat of older QuickTime files), holds
-// media data (mdat) and no whole moov box, and its top-level boxes run to the end of the file, the
-// last one cut off or complete. Recorders and most muxers write the index after the media; an upload
-// cut short then loses it, and ffprobe can read nothing. (A fragmented MP4 has its moov before the
-// fragments; a media segment alone starts with styp or moof; a HEIF image keeps its items in a meta
-// box: none of them is called cut.)
+// cutBeforeIndex reports whether the file at path is an MP4/MOV that ends before its index is whole:
+// it starts like one (an ftyp box, or the wide, free, skip or mdat of older QuickTime files), its
+// top-level boxes run to the end of the file, the last one cut off or complete, and it holds media
+// data (mdat) without a whole moov box, or ends inside its moov. Recorders and most muxers write the
+// index after the media; an upload cut short then loses it, and ffprobe can read nothing (or, cut
+// inside the index, the tracks before the cut). (A fragmented MP4 has its moov before the fragments;
+// a media segment alone starts with styp or moof; a HEIF image keeps its items in a meta box: none of
+// them is called cut.)
 //
-// It runs on uploads, after ffprobe has refused one: it reads box headers only (8 or 16 bytes each,
-// never a payload), at most maxTopLevelBoxes of them.
+// It runs on uploads whose probe failed (ffprobe refused the file, or found no video stream in it): it
+// reads box headers only (8 or 16 bytes each, never a payload), at most maxTopLevelBoxes of them.
 func cutBeforeIndex(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {

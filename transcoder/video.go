@@ -159,7 +159,11 @@ type VideoResult struct {
 
 	PosterPath                string // outDir/poster.jpg, "" if the poster failed
 	PosterWidth, PosterHeight int    // the poster's size, read from its JPEG header
-	PosterErr                 error  // why the poster failed: a warning, not a failure of the job
+	// PosterTimeSeconds is where in the video the poster was taken, in seconds from the start of its
+	// content (as the MP4 plays it): its frame is the first at or after that time (a few hundredths
+	// of a second later at most). 0 with no poster, and for a poster from the very first frame.
+	PosterTimeSeconds float64
+	PosterErr         error // why the poster failed: a warning, not a failure of the job
 
 	HLSDir   string   // outDir/hls when HLS is on
 	HLSFiles []string // HLSDir/index.m3u8 first, then the segments in order
@@ -192,8 +196,6 @@ const (
 	// maxAllocBytes caps any single allocation ffmpeg makes (-max_alloc), so a header asking for a huge
 	// buffer fails instead of exhausting memory. An 8K frame is about 50 MB.
 	maxAllocBytes = 512 << 20
-	// posterWidth caps the poster's width.
-	posterWidth = 1280
 	// maxProbeOutput bounds ffprobe's JSON; a real file's is a few kilobytes.
 	maxProbeOutput = 1 << 20
 	// stderrTail is how much of a tool's stderr is kept for the error message.
@@ -278,7 +280,8 @@ func (v *Videos) Probe(ctx context.Context, path string) (*VideoProbe, error) {
 }
 
 // Transform writes outDir/video.mp4 (H.264/AAC, fast start, at most MaxHeight on the short edge),
-// outDir/poster.jpg and, with HLS on, outDir/hls/, from srcPath.
+// outDir/poster.jpg and, with HLS on, outDir/hls/, from srcPath. The poster's candidates
+// (outDir/poster-1.jpg, poster-1.pgm, … poster-5.pgm) are removed before it returns.
 func (v *Videos) Transform(ctx context.Context, srcPath, outDir string) (VideoResult, error) {
 	if err := ctx.Err(); err != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
@@ -314,8 +317,7 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 	}
 	p := pr.p
 	res := VideoResult{Source: p.info, MP4Path: filepath.Join(outDir, mp4Name)}
-	posterPath := filepath.Join(outDir, posterName)
-	posterAt := posterTime(p.info.Duration)
+	plan := planPoster(p.info.Duration)
 
 	var out VideoInfo
 	var posterDone chan struct{} // closed when the remux's poster run ends
@@ -329,7 +331,7 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 		defer stopPoster()
 		go func() {
 			defer close(posterDone)
-			res.PosterPath, res.PosterErr = v.poster(pctx, src, p.videoStream, posterAt, outDir)
+			res.PosterPath, res.PosterTimeSeconds, res.PosterErr = v.poster(pctx, src, p.videoStream, plan, outDir)
 		}()
 		res.Remuxed = v.remux(ctx, src, p, res.MP4Path) == nil
 		if ctx.Err() != nil {
@@ -339,8 +341,8 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 		if !res.Remuxed {
 			stopPoster() // the encode below writes its own
 			<-posterDone
-			os.Remove(posterPath)
-			res.PosterPath, res.PosterErr = "", nil
+			removePosterFiles(outDir)
+			res.PosterPath, res.PosterTimeSeconds, res.PosterErr = "", 0, nil
 		}
 	}
 	if res.Remuxed {
@@ -357,25 +359,30 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 			return VideoResult{}, internal("reading the remuxed video", rerr)
 		}
 	} else {
-		err := v.encode(ctx, src, p, outDir, res.MP4Path, posterPath, posterAt)
+		withPoster := true
+		err := v.encode(ctx, src, p, outDir, res.MP4Path, &plan)
 		if errors.Is(err, errPosterOutput) {
-			os.Remove(posterPath)
-			err = v.encode(ctx, src, p, outDir, res.MP4Path, "", 0)
+			removePosterFiles(outDir)
+			withPoster = false
+			err = v.encode(ctx, src, p, outDir, res.MP4Path, nil)
 		}
 		if err != nil {
+			removePosterFiles(outDir)
 			return VideoResult{}, err
 		}
 		// Our own encoder's output: its header is read here, without another ffprobe run.
 		if out, err = readMP4Info(res.MP4Path); err != nil {
 			return VideoResult{}, internal("reading the encoded video", err)
 		}
-		if st, err := os.Stat(posterPath); err == nil && st.Size() > 0 {
-			res.PosterPath = posterPath
-		} else {
-			// Encoded without the poster output, or no frame at or after the poster time reached it
-			// (a container that overstates its duration): take it from the MP4 (poster falls back to
-			// the first frame).
-			res.PosterPath, res.PosterErr = v.poster(ctx, res.MP4Path, -1, posterAt, outDir)
+		var ok bool
+		if withPoster {
+			res.PosterPath, res.PosterTimeSeconds, ok, res.PosterErr = choosePoster(outDir, plan)
+		}
+		if !ok {
+			// Encoded without the poster output, or no frame at or after the first candidate's time
+			// reached it (a container that overstates its duration): take it from the MP4 (poster
+			// falls back to the first frame).
+			res.PosterPath, res.PosterTimeSeconds, res.PosterErr = v.poster(ctx, res.MP4Path, -1, plan, outDir)
 		}
 	}
 	if ctx.Err() != nil {
@@ -385,11 +392,16 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 	if err := v.checkOutput(res.MP4Path, p.info, out); err != nil {
 		return VideoResult{}, err
 	}
+	if res.Source.Duration <= 0 {
+		// The container does not say how long the video is (a live or streamed WebM, say): what
+		// the encode decoded of it does, as the MP4 plays it.
+		res.Source.Duration = out.Duration
+	}
 
 	if res.PosterPath != "" {
 		if res.PosterWidth, res.PosterHeight, err = jpegSize(res.PosterPath); err != nil {
 			os.Remove(res.PosterPath)
-			res.PosterPath, res.PosterErr = "", fmt.Errorf("reading the poster: %w", err)
+			res.PosterPath, res.PosterTimeSeconds, res.PosterErr = "", 0, fmt.Errorf("reading the poster: %w", err)
 		}
 	}
 
@@ -403,16 +415,16 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 }
 
 // encode runs the H.264/AAC transcode of the probed streams into mp4 and, from the same decoded
-// frames, writes the poster: the first frame at or after posterAt, scaled to at most posterWidth.
-func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, poster string, posterAt float64) error {
+// frames (scaled, deinterlaced and tone-mapped like the MP4's), writes the poster's candidates of
+// plan into outDir (none when plan is nil).
+func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 string, plan *posterPlan) error {
 	threads := strconv.Itoa(v.cfg.Threads)
 	args := v.inputArgs(src)
 	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge, except
 	// that a short edge of 1 px (a valid video, a 1-pixel-wide strip) becomes 2 px, the least
 	// yuv420p holds, the long edge following. ffmpeg has already applied any rotation, so iw×ih is
-	// the displayed size. The split's second branch
-	// drops frames before posterAt and ends after one (trim's end_frame counts the frames it is
-	// given), so the poster output closes early and the encode goes on alone.
+	// the displayed size. The split's second branch passes the poster's candidates alone, and their
+	// output closes after the last, so the encode goes on alone.
 	m := strconv.Itoa(v.cfg.MaxHeight)
 	// Interlaced frames (camcorders' 1080i) are deinterlaced before scaling mixes their fields; an
 	// HDR source is tone-mapped after scaling, on fewer pixels (see video_hdr.go).
@@ -422,9 +434,8 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 	}
 	graph += fmt.Sprintf("scale=w='if(gte(iw,ih),-2,min(%s,max(2,trunc(iw/2)*2)))':h='if(gte(iw,ih),min(%s,max(2,trunc(ih/2)*2)),-2)'", m, m)
 	graph += colourFilters(p)
-	if poster != "" {
-		graph += fmt.Sprintf(",split=2[video][p];[p]trim=start=%.3f,trim=end_frame=1,scale=w='min(%d,iw)':h=-2[poster]",
-			posterAt, posterWidth)
+	if plan != nil {
+		graph += ",split=2[video][p];" + candidatesGraph("[p]", plan.selectFrom(0, 0))
 	} else {
 		graph += "[video]"
 	}
@@ -460,10 +471,8 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 		"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
 		"-f", "mp4", "-y", "file:"+mp4,
 	)
-	if poster != "" {
-		// One frame: no encoder threads (mjpeg's frame threads would each allocate a context).
-		args = append(args, "-map", "[poster]", "-frames:v", "1", "-q:v", "3", "-threads", "1",
-			"-f", "image2", "-update", "1", "-y", "file:"+poster)
+	if plan != nil {
+		args = append(args, candidateOutputs(posterCandidates, 1)...)
 	}
 	// Machine-readable progress on stdout, for the job's progress events.
 	args = append(args, "-progress", "pipe:1", "-nostats")
@@ -471,7 +480,7 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 	cpu, rule := v.cpuBudget(p.info.Duration)
 	if err := v.run(ctx, outDir, v.ffmpeg, args, pw, cpu); err != nil {
 		var te *toolError
-		if poster != "" && ctx.Err() == nil && errors.As(err, &te) && te.signal == 0 && posterOutputFailed.MatchString(te.stderr) {
+		if plan != nil && ctx.Err() == nil && errors.As(err, &te) && te.signal == 0 && posterOutputFailed.MatchString(te.stderr) {
 			return errPosterOutput
 		}
 		if te != nil {
@@ -487,10 +496,10 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4, 
 // such as one that needs more memory than the limit, is reported by the MP4 encode as usual).
 var errPosterOutput = errors.New("the poster output failed")
 
-// posterOutputFailed matches ffmpeg's errors about the streams of output file 1, the poster: "Error
-// initializing output stream 1:0", "... for output stream #1:0" (ffmpeg 5), "[vost#1:0/mjpeg @ …]"
-// (ffmpeg 6.1 and later).
-var posterOutputFailed = regexp.MustCompile(`output stream #?1:\d|vost#1:\d`)
+// posterOutputFailed matches ffmpeg's errors about the streams of output files 1 and 2, the poster's
+// candidates and their luma planes: "Error initializing output stream 1:0", "... for output stream
+// #1:0" (ffmpeg 5), "[vost#1:0/mjpeg @ …]" (ffmpeg 6.1 and later).
+var posterOutputFailed = regexp.MustCompile(`output stream #?[12]:\d|vost#[12]:\d`)
 
 // canRemux says whether the input already is what encode would make, so its streams can be copied.
 func (v *Videos) canRemux(p probed) bool {

@@ -5,6 +5,7 @@ package transcoder_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -220,5 +221,79 @@ func TestVideoCutBeforeIndex(t *testing.T) {
 	}
 	if _, err := v.Transform(context.Background(), notes, t.TempDir()); err == nil || !strings.HasPrefix(err.Error(), "not a supported video") {
 		t.Errorf("an ftyp box and text: %v, want \"not a supported video\"", err)
+	}
+}
+
+// TestVideoLiveWebMDuration: a WebM written live (MediaRecorder, streaming) has no duration in its
+// header; the response's durationSeconds comes from what the encode decoded.
+func TestVideoLiveWebMDuration(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	src := filepath.Join(t.TempDir(), "recording.webm")
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=3", "-f", "lavfi", "-i", "sine=d=3",
+		"-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "500k", "-c:a", "libopus",
+		"-live", "1", "-f", "webm", src)
+	if got := ffprobeEntries(t, src, "format=duration"); !strings.Contains(got, "duration=N/A") {
+		t.Fatalf("control: the live WebM should declare no duration, ffprobe says %q", got)
+	}
+	pr, err := v.Probe(context.Background(), src)
+	if err != nil || pr.Info.Duration != 0 {
+		t.Fatalf("Probe: %+v, %v; want a duration of 0 (unknown)", pr, err)
+	}
+	out := t.TempDir()
+	res, err := v.TransformProbed(context.Background(), pr, out)
+	if err != nil {
+		t.Fatalf("Transform: %v (%s)", err, transcoder.ErrorDetail(err))
+	}
+	if math.Abs(res.Source.Duration-3) > 0.1 || res.Source.Duration != res.MP4.Duration {
+		t.Errorf("source duration %.3f s, MP4 %.3f s: want the MP4's, about 3", res.Source.Duration, res.MP4.Duration)
+	}
+	checkMP4(t, res, out, 320, 240, true)
+}
+
+// TestVideoPosterSkipsBlack: a clip that opens on 3 s of black gets a poster of its content, taken at
+// or after 3 s, whether its poster comes from the encode's frames or from a run beside the remux. A
+// clip that opens on good frames keeps the poster at 10% in.
+func TestVideoPosterSkipsBlack(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "opening.mp4")
+	ffmpeg(t, "-f", "lavfi", "-i", "color=c=black:s=320x240:r=25:d=3,format=yuv420p[b];"+
+		"testsrc2=s=320x240:r=25:d=4,format=yuv420p[c];[b][c]concat=n=2:v=1:a=0",
+		"-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-movflags", "+faststart", src)
+	plain := testenv.MakeVideo(t, dir, "plain.mp4", testenv.VideoOpts{Seconds: 7, FPS: 25, Container: "mp4", FastStart: true})
+	for _, remux := range []bool{false, true} {
+		t.Run(fmt.Sprintf("remux=%v", remux), func(t *testing.T) {
+			cfg := transcoder.DefaultVideoConfig()
+			cfg.Remux = remux
+			v := newVideos(t, cfg)
+			out := t.TempDir()
+			res, err := v.Transform(context.Background(), src, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Remuxed != remux {
+				t.Fatalf("Remuxed = %v, want %v", res.Remuxed, remux)
+			}
+			checkPoster(t, res, out, 320, 240)
+			if l := meanLuma(t, res.PosterPath); l < 60 {
+				t.Errorf("poster mean luma %.0f: black, not the content", l)
+			}
+			if res.PosterTimeSeconds < 3 || res.PosterTimeSeconds > 3.5 {
+				t.Errorf("poster taken at %.3f s, want within the first part after the black (3 to 3.5 s)", res.PosterTimeSeconds)
+			}
+			leftovers, _ := filepath.Glob(filepath.Join(out, "poster-*"))
+			if len(leftovers) != 0 {
+				t.Errorf("candidates left behind: %v", leftovers)
+			}
+
+			out = t.TempDir()
+			res, err = v.Transform(context.Background(), plain, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPoster(t, res, out, 320, 240)
+			if math.Abs(res.PosterTimeSeconds-0.7) > 0.001 {
+				t.Errorf("a clip without a bad opening: poster at %.3f s, want 0.7 (10%% in)", res.PosterTimeSeconds)
+			}
+		})
 	}
 }

@@ -15,6 +15,8 @@ func TestPosterOutputFailedWording(t *testing.T) {
 	for msg, want := range map[string]bool{
 		"Error initializing output stream 1:0 -- Error while opening encoder for output stream #1:0 - maybe incorrect parameters": true, // 5.1
 		"[vost#1:0/mjpeg @ 0x55d0c0a8c2c0] Error while opening encoder - maybe incorrect parameters":                              true, // 6.1, 7
+		"Error initializing output stream 2:0 -- Error while opening encoder for output stream #2:0":                              true, // the luma planes
+		"[vost#2:0/pgm @ 0x55d0c0a8c2c0] Error while opening encoder":                                                             true,
 		"Error initializing output stream 0:0 -- Error while opening encoder for output stream #0:0":                              false,
 		"[vost#0:0/libx264 @ 0x55d0c0a8c2c0] Error while opening encoder":                                                         false,
 		"Cannot allocate memory": false,

@@ -134,7 +134,7 @@ func TestVideoScaling(t *testing.T) {
 	}{
 		{"1440p is scaled to 1080p", 2560, 1440, 1920, 1080},
 		{"4K is scaled to 1080p", 3840, 2160, 1920, 1080},
-		{"portrait caps the short edge", 1440, 2560, 1080, 1920},
+		{"portrait caps the short edge", 1440, 2560, 1080, 1920}, // the poster's long edge: 720×1280
 		{"small is not enlarged", 640, 360, 640, 360},
 		{"odd sizes become even", 641, 361, 640, 360},
 	} {
@@ -148,9 +148,9 @@ func TestVideoScaling(t *testing.T) {
 				t.Fatalf("Transform: %v", err)
 			}
 			checkMP4(t, res, out, tc.wantW, tc.wantH, true)
-			pw, ph := tc.wantW, tc.wantH
-			if pw > 1280 {
-				pw, ph = 1280, tc.wantH*1280/tc.wantW
+			pw, ph := tc.wantW, tc.wantH // the poster: at most 1280 on its long edge
+			if long := max(pw, ph); long > 1280 {
+				pw, ph = pw*1280/long, ph*1280/long
 			}
 			checkPoster(t, res, out, pw, ph)
 		})
