@@ -107,7 +107,16 @@ func (p *Pipeline) recallReuse(ctx context.Context, j *job) error {
 		if err != nil {
 			return nil
 		}
-		if err := p.store.Copy(ctx, r.Bucket, o.Key, j.req.S3Bucket, key); err != nil {
+		// Only what this worker wrote, as it wrote it: an output overwritten since (another writer, a
+		// replaced object without the variant marker, another size) is not handed out as this one's.
+		info, err := p.store.Stat(ctx, r.Bucket, o.Key)
+		if errors.Is(err, objstore.ErrNotFound) || (err == nil && (!info.Variant || info.Size != o.Variant.Size)) {
+			return nil // made again below
+		}
+		if err != nil {
+			return transient("looking up a reused output", err)
+		}
+		if err := objstore.CopyStatted(ctx, p.store, info, j.req.S3Bucket, key); err != nil {
 			if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrChanged) {
 				return nil // the first upload's outputs were deleted since: make them again
 			}
