@@ -535,6 +535,8 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 	var poster *facts.Facts
 	if res.PosterPath != "" {
 		poster = posterFacts(res.PosterPath)
+		at := res.PosterTimeSeconds
+		j.out.Response.Metadata.PosterTimeSeconds = &at
 	}
 	j.addFacts(poster)
 	outs := []output{{
