@@ -21,7 +21,7 @@ func TestRepeatedUploadsAreReused(t *testing.T) {
 	clamd := testenv.StartClamdWith(t, map[string]string{"LogClean": "yes"})
 	testenv.InstallDailyDatabase(clamd, 27000, time.Now().Add(-time.Hour))
 	srv := testenv.StartNATS(t)
-	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd})
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, args: []string{"--no-reuse=false"}})
 	l := newLedger(t, srv.ClientURL())
 	c := newClient(t, l, nil, 1)
 	photo := testenv.MakeJPEG(t, t.TempDir(), 4000, 3000)

@@ -91,6 +91,10 @@ func (w *workerProc) argv() []string {
 		"--backoff-base", "200ms",
 		"--backoff-max", "2s",
 		"--drain-timeout", "5s",
+		// The fault tests upload the same generated file again and again and each time need the work
+		// itself (an encode to hold, a scan to fail): the reuse memory would answer the repeats.
+		// TestRepeatedUploadsAreReused turns it back on.
+		"--no-reuse",
 	}
 	if o.minio != nil {
 		endpoint := o.minio.Endpoint
