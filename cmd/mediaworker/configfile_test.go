@@ -226,3 +226,12 @@ func TestLibraryFieldsAreToldAsFlags(t *testing.T) {
 		}
 	}
 }
+
+// config check judges the file it names, whatever MW_CONFIG says.
+func TestConfigCheckIgnoresMWConfig(t *testing.T) {
+	t.Setenv("MW_CONFIG", writeConfig(t, "clamd: [\n"))
+	good := writeConfig(t, goodConfig)
+	if code, out, errs := run(t, "config", "check", good); code != exitOK || !strings.Contains(out, good+": valid") {
+		t.Errorf("exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -29,6 +29,8 @@ type command struct {
 	deprecated []string
 	// file is the config file read by parse, nil when none was named.
 	file *configFile
+	// noFile makes parse read no config file (config check's first look at its arguments).
+	noFile bool
 }
 
 func newCommand(name, summary, usage string) *command {
@@ -58,7 +60,7 @@ func (c *command) bindConfig() {
 // parse applies the config file first, then environment variables, then the command line, so a
 // variable beats the file and a flag beats both. It returns the positional arguments.
 func (c *command) parse(args []string) ([]string, error) {
-	if path, src := configPathOf(args); path != "" && c.fs.Lookup(configFlag) != nil {
+	if path, src := configPathOf(args); path != "" && !c.noFile && c.fs.Lookup(configFlag) != nil {
 		f, err := c.loadConfigFile(path)
 		if err != nil {
 			return nil, err
