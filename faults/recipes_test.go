@@ -8,6 +8,8 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +83,7 @@ func TestRecipesFromTheConfigFile(t *testing.T) {
 		if v.Width != 256 || v.Height != 256 {
 			t.Errorf("avatar variant %s is %d×%d in the answer", v.Quality, v.Width, v.Height)
 		}
-		data := c.get(keyOf(t, v.URL))
+		data := fetchURL(t, v.URL, map[string]string{contracts.FormatAVIF: "image/avif", contracts.FormatJPG: "image/jpeg"}[v.Format])
 		var img image.Image
 		switch v.Format {
 		case contracts.FormatAVIF:
@@ -117,7 +119,7 @@ func TestRecipesFromTheConfigFile(t *testing.T) {
 	if !r.Success || r.Recipe != "card" || len(r.Processed) != 1 || r.Processed[0].Format != contracts.FormatWebP {
 		t.Fatalf("card: %+v", r)
 	}
-	img := vipsDecode(t, c.get(keyOf(t, r.Processed[0].URL)), "webp")
+	img := vipsDecode(t, fetchURL(t, r.Processed[0].URL, "image/webp"), "webp")
 	if b := img.Bounds(); b.Dx() != 1200 || b.Dy() != 630 {
 		t.Errorf("the card decodes at %d×%d, want 1200×630", b.Dx(), b.Dy())
 	}
@@ -228,6 +230,22 @@ func ffprobeSize(t *testing.T, data []byte) (int, int) {
 		t.Fatalf("ffprobe said %q", out)
 	}
 	return w, h
+}
+
+// fetchURL GETs a variant's URL from the answer, as a browser would, and checks what the worker
+// serves it as.
+func fetchURL(t *testing.T, url, contentType string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != contentType {
+		t.Fatalf("GET %s: %d %q (%v), want 200 %q", url, resp.StatusCode, resp.Header.Get("Content-Type"), err, contentType)
+	}
+	return data
 }
 
 // get reads an object of the bucket.
