@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/progress"
 )
 
 // The ladder's tests run the real ffmpeg on short clips made at low cost (ultrafast, 10 fps): 12 s,
@@ -60,12 +62,26 @@ func makeLadder(t testing.TB, v *Videos, clip string, spec LadderSpec) (LadderRe
 		t.Fatalf("Probe: %v", err)
 	}
 	out := t.TempDir()
+	// Progress flows across the whole run, as the MP4 encode's does: several reports, never backwards,
+	// ending at 1.
+	var mu sync.Mutex
+	var got []float64
+	pctx := progress.With(ctx, func(f float64) {
+		mu.Lock()
+		got = append(got, f)
+		mu.Unlock()
+	})
 	start := time.Now()
-	res, err := v.Ladder(ctx, pr, out, spec)
+	res, err := v.Ladder(pctx, pr, out, spec)
 	if err != nil {
 		t.Fatalf("Ladder: %v", err)
 	}
 	t.Logf("%s: ladder in %s", clip, time.Since(start).Round(time.Millisecond))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) < 2 || got[len(got)-1] != 1 || !slices.IsSorted(got) {
+		t.Errorf("progress reports %v: want several, rising to 1", got)
+	}
 	return res, out
 }
 
@@ -193,6 +209,7 @@ func checkLadderFiles(t *testing.T, res LadderResult, out string, wantSizes [][2
 	if wantAudio {
 		playlists = append(playlists, res.AudioPlaylist)
 	}
+	var firstDurations []string
 	for i, pl := range playlists {
 		path := filepath.Join(res.Dir, pl)
 		b, err := os.ReadFile(path)
@@ -206,8 +223,12 @@ func checkLadderFiles(t *testing.T, res LadderResult, out string, wantSizes [][2
 			}
 		}
 		segments := 0
+		var durations []string
 		for l := range strings.Lines(text) {
 			l = strings.TrimSpace(l)
+			if d, ok := strings.CutPrefix(l, "#EXTINF:"); ok {
+				durations = append(durations, d)
+			}
 			if td, ok := strings.CutPrefix(l, "#EXT-X-TARGETDURATION:"); ok {
 				if n, err := strconv.Atoi(td); err != nil || n > 6 {
 					t.Errorf("%s: target duration %s, want at most 6", pl, td)
@@ -224,8 +245,17 @@ func checkLadderFiles(t *testing.T, res LadderResult, out string, wantSizes [][2
 		if segments < 3 {
 			t.Errorf("%s has %d segments, want at least 3 for %d s", pl, segments, ladderClipSeconds)
 		}
-		streams := ladderStreams(t, path)
 		audio := i == len(res.Renditions)
+		// Keyframes at the same times in every video rendition: the same segments, so a player can
+		// switch at any boundary.
+		if !audio {
+			if i == 0 {
+				firstDurations = durations
+			} else if !slices.Equal(durations, firstDurations) {
+				t.Errorf("%s's segments last %v, %s's %v: want them aligned", pl, durations, playlists[0], firstDurations)
+			}
+		}
+		streams := ladderStreams(t, path)
 		switch {
 		case audio && (len(streams) != 1 || streams[0].CodecName != "aac"):
 			t.Errorf("%s: streams %+v, want one AAC", pl, streams)
