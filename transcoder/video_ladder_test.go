@@ -90,6 +90,7 @@ type ladderStream struct {
 	CodecName string `json:"codec_name"`
 	Width     int    `json:"width"`
 	Height    int    `json:"height"`
+	Transfer  string `json:"color_transfer"`
 }
 
 // ladderStreams is ffprobe's list of the streams of a playlist on disk.
@@ -313,6 +314,39 @@ func TestLadderSilentBelowEveryRung(t *testing.T) {
 	master, _ := os.ReadFile(filepath.Join(res.Dir, res.Master))
 	if strings.Contains(string(master), "AUDIO=") {
 		t.Errorf("master refers to an audio group:\n%s", master)
+	}
+}
+
+// An upright phone clip in HLG: the MP4 encode's tone mapping runs once, before the split, and every
+// rendition comes out SDR BT.709. (Interlaced sources are deinterlaced first, as the MP4's are: the
+// graph is checked without a clip, testenv making no interlaced HDR ones.)
+func TestLadderHDRPortrait(t *testing.T) {
+	v := newLadderVideos(t)
+	src := testenv.MakeDeviceClip(t, t.TempDir(), testenv.DeviceClip{Name: "hlg_i.mov", Format: "mov",
+		Width: 640, Height: 360, Seconds: ladderClipSeconds, VCodec: "libx264", ACodec: "aac",
+		Transfer: testenv.TransferHLG, EightBit: true, Rotate90: true})
+	pr, err := v.Probe(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Info.HDR != "hlg" || !pr.p.rotated {
+		t.Fatalf("the clip is not what the test needs: %+v, rotated %v", pr.Info, pr.p.rotated)
+	}
+	interlaced := pr.p
+	interlaced.interlaced = true
+	if g := ladderGraph(interlaced, []ladderRendition{{width: 360, height: 640}, {width: 240, height: 426}}); !strings.HasPrefix(g, "[0:0]bwdif=") ||
+		!strings.Contains(g, "tonemap") || strings.Index(g, "tonemap") > strings.Index(g, "split") {
+		t.Errorf("graph %s: want deinterlacing first and tone mapping before the split", g)
+	}
+	res, err := v.Ladder(context.Background(), pr, t.TempDir(), LadderSpec{Rungs: []LadderRung{{360, 1000}, {240, 500}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLadderFiles(t, res, filepath.Dir(res.Dir), [][2]int{{360, 640}, {240, 426}}, true)
+	for _, r := range res.Renditions {
+		if s := ladderStreams(t, filepath.Join(res.Dir, r.Playlist)); len(s) != 1 || s[0].Transfer != "bt709" {
+			t.Errorf("%s: %+v, want BT.709", r.Playlist, s)
+		}
 	}
 }
 
