@@ -350,6 +350,27 @@ func TestLadderHDRPortrait(t *testing.T) {
 	}
 }
 
+// The ladder runs under the encode's confinement: a budget too small for it gets the input refused,
+// naming the limit and how the ladder's budget follows from the video.
+func TestLadderCPUBudget(t *testing.T) {
+	testenv.RequireBinary(t, "ffmpeg")
+	cfg := DefaultVideoConfig()
+	cfg.CPUPerInputSecond = 10 * time.Millisecond // × 1.44 (720p + 480p over 720p) × (12 s + 10 s): 1 s, RLIMIT_CPU's least
+	v, err := NewVideos(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := v.Probe(context.Background(), ladderClip(t, "720p-portrait"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Ladder(context.Background(), pr, t.TempDir(), defaultLadder)
+	want := "making hls ladder: the video needs more CPU time than the limit of 1s for a 12.0 s video: 14ms per second of video, counting 10s more (1.44 times the MP4's rate, for 2 renditions)"
+	if !IsBadInput(err) || err.Error() != want {
+		t.Errorf("got %v (bad input: %v), want %q", err, IsBadInput(err), want)
+	}
+}
+
 func TestLadderSpecValidate(t *testing.T) {
 	if err := defaultLadder.Validate(); err != nil {
 		t.Errorf("default ladder: %v", err)
