@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mediaworker/mediaworker/contracts"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
@@ -318,7 +319,12 @@ func (a *App) signURL() func(url, key string) string {
 	if sc.Key == "" {
 		return nil
 	}
-	return func(u, key string) string { return SignObjectURL(sc.Key, u, key, time.Now().Add(sc.TTL)) }
+	return func(u, key string) string {
+		if contracts.SignsPrefix(key) {
+			return SignObjectPrefixURL(sc.Key, u, key, time.Now().Add(sc.TTL))
+		}
+		return SignObjectURL(sc.Key, u, key, time.Now().Add(sc.TTL))
+	}
 }
 
 // orNone describes the embedded server's authentication for the log.

@@ -27,6 +27,14 @@ const objectsCSP = "default-src 'none'; sandbox"
 // most maxRanges ranges at a time, each read from where it starts (app/ranges.go).
 func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 	bucket, key := r.PathValue("bucket"), r.PathValue("key")
+	// A directory signature rides in the path (SignObjectPrefixURL), for files that name each other by
+	// relative URL; only those may carry one.
+	plain, expires, sig, prefixSigned := splitPrefixToken(key)
+	if prefixSigned && !contracts.SignsPrefix(plain) {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	key = plain
 	ctype, ok := contracts.OutputContentType(key)
 	if !ok || objstore.ValidateKey(key) != nil || contracts.ValidateBucket(bucket) != nil ||
 		(a.cfg.Pipeline.QuarantineBucket != "" && bucket == a.cfg.Pipeline.QuarantineBucket) {
@@ -34,7 +42,11 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if secret := a.cfg.URLSigning.Key; secret != "" {
-		if err := verifyObjectURL(secret, key, r.URL.Query(), time.Now()); err != nil {
+		verify := func() error { return verifyObjectURL(secret, key, r.URL.Query(), time.Now()) }
+		if prefixSigned {
+			verify = func() error { return verifyObjectPrefix(secret, key, expires, sig, time.Now()) }
+		}
+		if err := verify(); err != nil {
 			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
@@ -57,6 +69,9 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", objectsCSP)
 	h.Set("Cross-Origin-Resource-Policy", "cross-origin") // variants are meant to be embedded by the site
+	// ... and HLS players and VTT tracks fetch them with XHR/fetch from the site's own origin. No
+	// credentials are involved: the URL (signed, when signing is on) is all a reader needs.
+	h.Set("Access-Control-Allow-Origin", "*")
 	// Outputs are rewritten only by a retry of the same request, with the same content: size and write
 	// time identify a version.
 	h.Set("ETag", fmt.Sprintf(`"%x-%x"`, info.Size, info.ModTime.UnixNano()))

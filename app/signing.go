@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,48 @@ func SignObjectURL(secret, rawURL, key string, expires time.Time) string {
 		sep = "&"
 	}
 	return rawURL + sep + paramExpires + "=" + strconv.FormatInt(exp, 10) + "&" + paramSignature + "=" + objectMAC(secret, key, exp)
+}
+
+// prefixToken starts the path segment that carries a directory's signature (SignObjectPrefixURL).
+const prefixToken = "~sig-"
+
+// SignObjectPrefixURL signs the directory of key instead of key alone, for files that name each other
+// by relative URL (contracts.SignsPrefix: HLS playlists and segments, a storyboard's VTT and sprite). A
+// query string is dropped when a player resolves a relative URL, so the signature goes in the path:
+// "/~sig-<expires>-<base64url HMAC-SHA256 of "<dir>/\n<expires>">" before the file's name, and every
+// URL resolved from it carries it too. rawURL ends with key's file name.
+func SignObjectPrefixURL(secret, rawURL, key string, expires time.Time) string {
+	exp := expires.Unix()
+	tok := prefixToken + strconv.FormatInt(exp, 10) + "-" + objectMAC(secret, path.Dir(key)+"/", exp)
+	i := strings.LastIndex(rawURL, "/")
+	return rawURL[:i] + "/" + tok + rawURL[i:]
+}
+
+// splitPrefixToken takes a directory signature out of a requested key: "dir/~sig-E-S/file" is the
+// key "dir/file" with the token. ok is false when the key carries none.
+func splitPrefixToken(key string) (plain string, expires int64, sig string, ok bool) {
+	dir, file := path.Split(key)
+	tokDir, tok := path.Split(strings.TrimSuffix(dir, "/"))
+	if !strings.HasPrefix(tok, prefixToken) {
+		return key, 0, "", false
+	}
+	expStr, sig, found := strings.Cut(strings.TrimPrefix(tok, prefixToken), "-")
+	exp, err := strconv.ParseInt(expStr, 10, 64)
+	if !found || err != nil || sig == "" {
+		return key, 0, "", false
+	}
+	return tokDir + file, exp, sig, true
+}
+
+// verifyObjectPrefix checks a directory signature for key (whose directory it must cover).
+func verifyObjectPrefix(secret, key string, expires int64, sig string, now time.Time) error {
+	if !hmac.Equal([]byte(sig), []byte(objectMAC(secret, path.Dir(key)+"/", expires))) {
+		return errors.New("bad signature")
+	}
+	if now.Unix() > expires {
+		return errors.New("this URL has expired")
+	}
+	return nil
 }
 
 func objectMAC(secret, key string, expires int64) string {

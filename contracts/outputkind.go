@@ -79,3 +79,12 @@ func OutputContentType(key string) (string, bool) {
 	}
 	return "", false
 }
+
+// SignsPrefix reports whether key is one of a set of files that refer to each other by relative URL (an
+// HLS ladder's playlists and segments, a storyboard's VTT and sprite): a signed URL for it must cover
+// its whole directory, or the URLs a player resolves from it would lack the signature.
+func SignsPrefix(key string) bool {
+	segs := strings.Split(key, "/")
+	n := len(segs)
+	return n >= 4 && segs[n-4] == "videos" && (segs[n-2] == "hls" || segs[n-2] == "storyboard")
+}

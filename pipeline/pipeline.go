@@ -574,7 +574,11 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 	if playlist != nil {
 		outs = append(outs, *playlist)
 	}
-	return outs, nil
+	more, err := p.videoRecipeOutputs(ctx, j, outDir)
+	if err != nil {
+		return nil, err
+	}
+	return append(outs, more...), nil
 }
 
 // upload stores every output and fills the response. Only outputs with a variant format are listed.

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,7 +10,7 @@ import (
 	"github.com/mediaworker/mediaworker/transcoder"
 )
 
-// DefaultVideo is the only video output set a recipe can name so far: one MP4 and a poster.
+// DefaultVideo names a recipe's video outputs when they are only the seed's: one MP4 and a poster.
 const DefaultVideo = "default"
 
 // Recipe is one output set a request may name. The default recipe (contracts.DefaultRecipe) is the
@@ -17,7 +18,27 @@ const DefaultVideo = "default"
 type Recipe struct {
 	Name   string
 	Images []transcoder.ImageVariantSpec // nil: the transformer's default variants
-	Video  string                        // DefaultVideo
+	Video  VideoRecipe
+}
+
+// VideoRecipe is what a recipe makes of a video beside the MP4 and poster every recipe makes: an HLS
+// ladder for players and a storyboard for their scrub bar. The zero value is DefaultVideo.
+type VideoRecipe struct {
+	HLS        *transcoder.LadderSpec     `json:",omitempty"`
+	Storyboard *transcoder.StoryboardSpec `json:",omitempty"`
+}
+
+// IsDefault reports whether the recipe makes only the MP4 and poster.
+func (v VideoRecipe) IsDefault() bool { return v.HLS == nil && v.Storyboard == nil }
+
+// LadderMaker makes an HLS ladder in one run (transcoder.Videos does).
+type LadderMaker interface {
+	Ladder(ctx context.Context, probe *transcoder.VideoProbe, outDir string, spec transcoder.LadderSpec) (transcoder.LadderResult, error)
+}
+
+// StoryboardMaker makes a storyboard sprite and its VTT (transcoder.Videos does).
+type StoryboardMaker interface {
+	Storyboard(ctx context.Context, probe *transcoder.VideoProbe, outDir string, spec transcoder.StoryboardSpec) (transcoder.StoryboardResult, error)
 }
 
 // recipe returns the recipe a request names, or a refusal naming the recipes this worker knows. The
@@ -28,7 +49,7 @@ func (p *Pipeline) recipe(req contracts.Request) (Recipe, error) {
 		return r, nil
 	}
 	if name == contracts.DefaultRecipe {
-		return Recipe{Name: name, Video: DefaultVideo}, nil
+		return Recipe{Name: name}, nil
 	}
 	return Recipe{}, &contracts.ParseError{Field: "recipe", Correlatable: true,
 		Reason: fmt.Sprintf("%q is not a recipe of this worker; it knows %s", name, strings.Join(p.RecipeNames(), ", "))}
@@ -56,14 +77,23 @@ func validateRecipes(rs map[string]Recipe) error {
 		if r.Name != name {
 			return fmt.Errorf("recipe %q is filed under %q", r.Name, name)
 		}
-		if r.Video != DefaultVideo {
-			return fmt.Errorf("recipe %q: video must be %q, got %q", name, DefaultVideo, r.Video)
+		if name == contracts.DefaultRecipe && !r.Video.IsDefault() {
+			return fmt.Errorf("recipe %q answers seed contract clients: its video outputs stay one MP4 and a poster", name)
 		}
-		if r.Images == nil && name == contracts.DefaultRecipe {
-			continue
+		if h := r.Video.HLS; h != nil {
+			if err := h.Validate(); err != nil {
+				return fmt.Errorf("recipe %q: video hls: %w", name, err)
+			}
 		}
-		if err := transcoder.ValidateImageRecipe(r.Images); err != nil {
-			return fmt.Errorf("recipe %q: %w", name, err)
+		if sb := r.Video.Storyboard; sb != nil {
+			if err := sb.Validate(); err != nil {
+				return fmt.Errorf("recipe %q: video storyboard: %w", name, err)
+			}
+		}
+		if r.Images != nil { // nil: the default variants
+			if err := transcoder.ValidateImageRecipe(r.Images); err != nil {
+				return fmt.Errorf("recipe %q: %w", name, err)
+			}
 		}
 	}
 	return nil

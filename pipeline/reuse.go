@@ -55,6 +55,8 @@ const (
 	roleVideo  = "video"
 	rolePoster = "poster"
 	roleHLS    = "hls"
+	// roleStoryboard is a storyboard's sprite or VTT (Name: the file's name).
+	roleStoryboard = "storyboard"
 )
 
 // keyFor is the output's key under the request's keys.
@@ -68,6 +70,8 @@ func (o ReusedOutput) keyFor(k contracts.OutputKeys) (string, error) {
 		return k.Poster(), nil
 	case roleHLS:
 		return k.HLS(o.Name), nil
+	case roleStoryboard:
+		return k.Storyboard(o.Name), nil
 	}
 	return "", fmt.Errorf("a remembered output has role %q", o.Role)
 }

@@ -165,7 +165,18 @@ func describeRecipe(r pipeline.Recipe, cfg app.Config) string {
 	for _, v := range specs {
 		parts = append(parts, fmt.Sprintf("%s %d×%d %s %s q%d", v.Name, v.Width, v.Height, orDefault(string(v.Fit), "inside"), orDefault(string(v.Format), "webp"), v.Quality))
 	}
-	return "images: " + strings.Join(parts, ", ") + "; video: " + pipeline.DefaultVideo
+	video := pipeline.DefaultVideo
+	if h := r.Video.HLS; h != nil {
+		var rungs []string
+		for _, g := range h.Rungs {
+			rungs = append(rungs, fmt.Sprintf("%dp≤%dkbps", g.Height, g.MaxKbps))
+		}
+		video += " + hls " + strings.Join(rungs, ",")
+	}
+	if r.Video.Storyboard != nil {
+		video += " + storyboard"
+	}
+	return "images: " + strings.Join(parts, ", ") + "; video: " + video
 }
 
 func orDefault(s, def string) string {

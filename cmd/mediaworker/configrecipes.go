@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -60,9 +61,11 @@ func (f *configFile) decodeRecipes() (map[string]pipeline.Recipe, []error) {
 			errs = append(errs, rerrs...)
 			continue
 		}
-		if err := transcoder.ValidateImageRecipe(r.Images); err != nil {
-			errs = append(errs, f.errAt(kn, dotted+".images", "%v", err))
-			continue
+		if r.Images != nil {
+			if err := transcoder.ValidateImageRecipe(r.Images); err != nil {
+				errs = append(errs, f.errAt(kn, dotted+".images", "%v", err))
+				continue
+			}
 		}
 		if kn.Value == contracts.DefaultRecipe {
 			if problem := seedSafe(r); problem != "" {
@@ -76,7 +79,7 @@ func (f *configFile) decodeRecipes() (map[string]pipeline.Recipe, []error) {
 }
 
 func (f *configFile) decodeRecipe(name, dotted string, n *yaml.Node) (pipeline.Recipe, []error) {
-	r := pipeline.Recipe{Name: name, Video: pipeline.DefaultVideo}
+	r := pipeline.Recipe{Name: name}
 	if n.Kind != yaml.MappingNode {
 		return r, []error{f.errAt(n, dotted, "must be a mapping with images (and video), got %s", kindName(n))}
 	}
@@ -98,15 +101,15 @@ func (f *configFile) decodeRecipe(name, dotted string, n *yaml.Node) (pipeline.R
 				r.Images = append(r.Images, v)
 			}
 		case "video":
-			if vn.Kind != yaml.ScalarNode || vn.Tag != "!!str" || vn.Value != pipeline.DefaultVideo {
-				errs = append(errs, f.errAt(vn, key, "must be %q (one MP4 and a poster; other video outputs are not configurable yet), got %s", pipeline.DefaultVideo, kindName(vn)))
-			}
+			v, verrs := f.decodeVideo(key, vn)
+			errs = append(errs, verrs...)
+			r.Video = v
 		default:
 			errs = append(errs, f.errAt(kn, key, "%s", unknownKey("key", kn.Value, recipeKeys)))
 		}
 	}
-	if !hasImages && len(errs) == 0 {
-		errs = append(errs, f.errAt(n, dotted, "has no images: list its image variants under images:"))
+	if !hasImages && r.Video.IsDefault() && len(errs) == 0 {
+		errs = append(errs, f.errAt(n, dotted, "has no images and no video outputs: list its image variants under images: (a recipe with only video: images get the default variants)"))
 	}
 	return r, errs
 }
@@ -196,6 +199,134 @@ func (f *configFile) decodeVariant(dotted string, n *yaml.Node) (transcoder.Imag
 	return v, errs
 }
 
+// decodeVideo reads a recipe's video side: "default" (the MP4 and poster alone), or a mapping that
+// adds an HLS ladder and a storyboard:
+//
+//	video:
+//	  hls: {segment_seconds: 4, rungs: [{height: 1080, max_kbps: 6000}, {height: 720, max_kbps: 3000}]}
+//	  storyboard: {every_seconds: 2, tile_width: 160, columns: 10}
+func (f *configFile) decodeVideo(dotted string, n *yaml.Node) (pipeline.VideoRecipe, []error) {
+	var v pipeline.VideoRecipe
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Value == pipeline.DefaultVideo {
+		return v, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return v, []error{f.errAt(n, dotted, "must be %q or a mapping with hls and/or storyboard, got %s", pipeline.DefaultVideo, kindName(n))}
+	}
+	var errs []error
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		key := dotted + "." + kn.Value
+		switch kn.Value {
+		case "hls":
+			spec := transcoder.LadderSpec{}
+			errs = append(errs, f.fields(key, vn, map[string]func(*yaml.Node, string) error{
+				"segment_seconds": f.number(&spec.SegmentSeconds),
+				"rungs": func(rn *yaml.Node, rkey string) error {
+					if rn.Kind != yaml.SequenceNode || len(rn.Content) == 0 {
+						return f.errAt(rn, rkey, "must be a list of {height, max_kbps}, got %s", kindName(rn))
+					}
+					var rerrs []error
+					for j, item := range rn.Content {
+						var r transcoder.LadderRung
+						rerrs = append(rerrs, f.fields(fmt.Sprintf("%s[%d]", rkey, j), item, map[string]func(*yaml.Node, string) error{
+							"height": f.whole(&r.Height), "max_kbps": f.whole(&r.MaxKbps),
+						})...)
+						spec.Rungs = append(spec.Rungs, r)
+					}
+					return joinErrs(rerrs)
+				},
+			})...)
+			if err := spec.Validate(); err != nil && len(errs) == 0 {
+				errs = append(errs, f.errAt(vn, key, "%v", err))
+			}
+			v.HLS = &spec
+		case "storyboard":
+			spec := transcoder.StoryboardSpec{}
+			errs = append(errs, f.fields(key, vn, map[string]func(*yaml.Node, string) error{
+				"every_seconds": f.number(&spec.EverySeconds), "tile_width": f.whole(&spec.TileWidth),
+				"columns": f.whole(&spec.Columns), "max_tiles": f.whole(&spec.MaxTiles),
+			})...)
+			if err := spec.Validate(); err != nil && len(errs) == 0 {
+				errs = append(errs, f.errAt(vn, key, "%v", err))
+			}
+			v.Storyboard = &spec
+		default:
+			errs = append(errs, f.errAt(kn, key, "%s", unknownKey("key", kn.Value, []string{"hls", "storyboard"})))
+		}
+	}
+	return v, errs
+}
+
+// fields reads a mapping whose keys each have a reader; an unknown or repeated key is an error at
+// its position.
+func (f *configFile) fields(dotted string, n *yaml.Node, readers map[string]func(*yaml.Node, string) error) []error {
+	if n.Kind != yaml.MappingNode {
+		return []error{f.errAt(n, dotted, "must be a mapping, got %s", kindName(n))}
+	}
+	known := make([]string, 0, len(readers))
+	for k := range readers {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	var errs []error
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		key := dotted + "." + kn.Value
+		read, ok := readers[kn.Value]
+		switch {
+		case !ok:
+			errs = append(errs, f.errAt(kn, key, "%s", unknownKey("key", kn.Value, known)))
+		case seen[kn.Value]:
+			errs = append(errs, f.errAt(kn, key, "appears twice"))
+		default:
+			if err := read(vn, key); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		seen[kn.Value] = true
+	}
+	return errs
+}
+
+// whole reads a whole number; number reads any number.
+func (f *configFile) whole(dst *int) func(*yaml.Node, string) error {
+	return func(n *yaml.Node, key string) error {
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+			return f.errAt(n, key, "must be a whole number, got %s", kindName(n))
+		}
+		_, err := fmt.Sscan(n.Value, dst)
+		if err != nil {
+			return f.errAt(n, key, "must be a whole number, got %s", n.Value)
+		}
+		return nil
+	}
+}
+
+func (f *configFile) number(dst *float64) func(*yaml.Node, string) error {
+	return func(n *yaml.Node, key string) error {
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+			return f.errAt(n, key, "must be a number, got %s", kindName(n))
+		}
+		_, err := fmt.Sscan(n.Value, dst)
+		if err != nil {
+			return f.errAt(n, key, "must be a number, got %s", n.Value)
+		}
+		return nil
+	}
+}
+
+func joinErrs(errs []error) error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return errors.Join(out...)
+}
+
 // seedSafe says what an overridden default recipe must not do: a request that names no recipe is a
 // seed contract client's, whose answers' variants are high, medium or low in webp or jpg.
 func seedSafe(r pipeline.Recipe) string {
@@ -208,6 +339,9 @@ func seedSafe(r pipeline.Recipe) string {
 		if v.Format != "" && v.Format != transcoder.FormatWebP && v.Format != transcoder.FormatJPEG {
 			return fmt.Sprintf("the default recipe answers seed contract clients: its variants must be webp or jpeg, not %s (define a recipe of another name for other formats)", v.Format)
 		}
+	}
+	if !r.Video.IsDefault() {
+		return "the default recipe answers seed contract clients: its video stays one MP4 and a poster (define a recipe of another name for HLS or a storyboard)"
 	}
 	return ""
 }
@@ -234,4 +368,12 @@ var variantDocs = map[string]string{
 	"format":   "`webp` (default), `avif` (AV1, alpha kept), `jpeg` (alpha flattened onto white; answered as `jpg`, as in the seed contract) or `png` (lossless with alpha, for graphics: several times the size of the others for photos)",
 	"quality":  "1–100 (none for `png`, which is lossless); omitted: the format's default (webp and jpeg 75, avif 50)",
 	"animated": "keep an animated source animated (webp variants with `fit: inside` only, within the animation limits); otherwise, or when false, the first frame, with a warning when the source was animated",
+}
+
+// videoDocs describes a recipe's video keys, for docs/operations.md.
+var videoDocs = map[string]string{
+	"hls":                 "an adaptive HLS ladder made in one ffmpeg run that decodes the video once: CMAF (fMP4) segments, one master playlist, the audio once; its master playlist is answered as `{quality: hls, format: m3u8}`",
+	"hls.rungs":           "`[{height, max_kbps}, …]`: each rendition's short edge (never above the source's: taller rungs are dropped) and its video bitrate cap",
+	"hls.segment_seconds": "target segment length, 2–10 (default 4)",
+	"storyboard":          "`{every_seconds (2), tile_width (160), columns (10), max_tiles (200)}`: a sprite sheet of frames and a WebVTT file of `#xywh=` cues for a player's scrub bar, answered as `{quality: storyboard, format: jpg}` and `{quality: storyboard, format: vtt}`",
 }
