@@ -63,7 +63,9 @@ func (k OutputKeys) HLS(name string) string { return k.join("videos", k.mediaID,
 // Storyboard is <dir>/videos/<mediaId>/storyboard/<name> (storyboard.jpg, the sprite, and
 // storyboard.vtt, its cues): one directory, so a signed prefix covers both and the VTT's relative
 // sprite URL resolves beside it.
-func (k OutputKeys) Storyboard(name string) string { return k.join("videos", k.mediaID, "storyboard", name) }
+func (k OutputKeys) Storyboard(name string) string {
+	return k.join("videos", k.mediaID, "storyboard", name)
+}
 
 // Dir is the request key's directory ("" at the bucket root).
 func (k OutputKeys) Dir() string { return k.dir }
