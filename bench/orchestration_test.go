@@ -271,6 +271,11 @@ func (c cleanScanner) ScanFile(ctx context.Context, path string) (scanner.Verdic
 
 type noopImages struct{ variants int }
 
+// TransformRecipe writes n.variants files of 100 bytes, whatever the recipe (pipeline.ImageTransformer).
+func (n noopImages) TransformRecipe(ctx context.Context, src, outDir string, _ []transcoder.ImageVariantSpec) (transcoder.ImageResult, error) {
+	return n.Transform(ctx, src, outDir)
+}
+
 func (n noopImages) Transform(_ context.Context, _, outDir string) (transcoder.ImageResult, error) {
 	res := transcoder.ImageResult{Width: 1, Height: 1, Format: "png"}
 	for _, q := range []string{"high", "medium", "low"}[:n.variants] {
