@@ -204,6 +204,20 @@ func (r *rig) streamMsgs(name string) uint64 {
 	return info.State.Msgs
 }
 
+// subjectMsgs counts the messages of the requests stream on one subject.
+func (r *rig) subjectMsgs(subject string) uint64 {
+	r.t.Helper()
+	s, err := r.js.Stream(context.Background(), r.cfg.RequestsStream())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
+}
+
 func (r *rig) awaitEmptyWorkQueue() {
 	r.t.Helper()
 	testenv.Eventually(r.t, 10*time.Second, func() error {
