@@ -173,3 +173,9 @@ func (c *Client) RunBatch(ctx context.Context, keys []string) (results []Result,
 	}
 	return results, last.Sub(jobs[0].Published), nil
 }
+
+// Tap hears every message of the account on the client's own connection (jetstream.Tap): the NATS
+// writes benchmark counts what a job makes the server store.
+func (c *Client) Tap(fn func(natsjs.TapMsg)) (stop func(), err error) {
+	return natsjs.Tap(c.nc, ">", fn)
+}

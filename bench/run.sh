@@ -9,10 +9,12 @@
 #   -leak-n N       jobs in the RSS-over-many-jobs run with S3 storage (default 10000, as the issue asks;
 #                   the run with the embedded object store does N/2)
 #   -large-mib N    size of the large video input (default 477: under the worker's 500 MiB cap)
-#   -phases LIST    startup,images,videos,scan,memory,orchestration (default: all); also, alone:
-#                   image-throughput (the images' throughput comparison) and leak (the
+#   -phases LIST    startup,images,videos,scan,memory,nats-writes,orchestration (default: all); also,
+#                   alone: image-throughput (the images' throughput comparison) and leak (the
 #                   RSS-over-many-jobs part of images) and video-compare (the videos' worker vs bare
 #                   ffmpeg comparison, without the large input)
+#   -merge          with -phases: rewrite only those phases' rows, sections and commands in the
+#                   existing bench/RESULTS.md, keeping the rest of the full run (marked as a partial run)
 #   -clips LIST     keep only these clips of the corpus (e.g. 1080p-h264.mp4,720p-h264.mp4)
 # The scan phase also generates a realistic ClamAV signature set (about 490,000 signatures, cached
 # beside the corpus) and starts a second clamd with it; CI never loads it.

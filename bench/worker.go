@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,6 +27,11 @@ type WorkerOptions struct {
 	VideoJobs int      // --max-video-jobs
 	Args      []string // more flags, e.g. --ffmpeg /path/to/wrapper
 	Env       []string // more environment, e.g. MALLOC_ARENA_MAX=2
+	// Reuse keeps the worker's reuse memory on (repeated uploads answered from what they became
+	// before). Off by default: the benchmarks send the same files again and again, and every upload a
+	// site receives is new (as clamd's clean-file cache is off in them), so each job must do the work.
+	// A binary older than the memory has no --no-reuse and is started without it.
+	Reuse bool
 }
 
 // Worker is a running `mediaworker run` process. It runs as a subprocess (not in the benchmark's own
@@ -63,6 +69,25 @@ func StartWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 
 var errExitedEarly = errors.New("worker exited during start")
 
+// KnowsFlag says whether bin's `run` command has --name (its help lists it), asked once per binary.
+func KnowsFlag(bin, name string) bool {
+	key := bin + " --" + name
+	flagsKnown.Lock()
+	defer flagsKnown.Unlock()
+	if v, ok := flagsKnown.m[key]; ok {
+		return v
+	}
+	out, _ := exec.Command(bin, "run", "--help").CombinedOutput()
+	v := strings.Contains(string(out), "-"+name+" ") || strings.Contains(string(out), "-"+name+"\n")
+	flagsKnown.m[key] = v
+	return v
+}
+
+var flagsKnown = struct {
+	sync.Mutex
+	m map[string]bool
+}{m: map[string]bool{}}
+
 func startWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 	natsPort, err := FreePort()
 	if err != nil {
@@ -88,6 +113,9 @@ func startWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
 		"--max-image-jobs", strconv.Itoa(o.ImageJobs),
 		"--max-video-jobs", strconv.Itoa(o.VideoJobs),
 		"--log-format", "json", "--log-level", "warn",
+	}
+	if !o.Reuse && KnowsFlag(o.Bin, "no-reuse") {
+		args = append(args, "--no-reuse")
 	}
 	args = append(args, o.Args...)
 	w := &Worker{

@@ -4,11 +4,14 @@
 //
 // In one run it generates (or reuses) the corpus, starts clamd with the project's dev config, and
 // measures, for each area of the issue, the raw tool or the naive script and the worker side by side,
-// interleaving their runs: images (worker end to end vs the in-process transform vs three `vips
-// thumbnail` processes per image), videos (worker end to end vs the bare ffmpeg commands the worker
-// ran, poster share, remux vs transcode, RSS with a large input), scanning (scanner.ScanFile vs
-// clamdscan --stream, chunk sizes, path mode), start-up and idle RSS. The worker always runs as a
-// `mediaworker run` subprocess on its embedded default, so its RSS is its own.
+// interleaving their runs: images (worker end to end vs the in-process transform vs a `clamdscan` and
+// three `vips thumbnail` processes per image), videos (worker end to end vs a `clamdscan` and the bare
+// ffmpeg commands the worker ran, poster share, remux vs transcode, RSS with a large input), each with
+// clamd as shipped and at ClamAV's default image fuzzy hashing, scanning (scanner.ScanFile vs
+// clamdscan --stream, chunk sizes, path mode), start-up and idle RSS, and what one job writes to NATS
+// (the scale model's input). The worker always runs as a `mediaworker run` subprocess on its embedded
+// default, so its RSS is its own. -phases with -merge re-measures some parts and rewrites only theirs
+// in the existing report (merge.go).
 package main
 
 import (
@@ -67,7 +70,8 @@ func main() {
 		leakN    = flag.Int("leak-n", 10000, "jobs in the RSS-over-many-jobs run with S3 storage (RSS compared after N/10 and N; the embedded-store run does N/2)")
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
 		wenv     = flag.String("worker-env", "", "comma-separated KEY=VALUE pairs added to every worker's environment (experiments, e.g. GOGC=50)")
-		phases   = flag.String("phases", "startup,images,videos,scan,memory,orchestration", "phases to run")
+		phases   = flag.String("phases", "startup,images,videos,scan,memory,nats-writes,orchestration", "phases to run")
+		merge    = flag.Bool("merge", false, "merge this run's rows, sections and commands into the existing -out file instead of writing it anew (a partial run: -phases; merge.go)")
 		clipList = flag.String("clips", "", "comma-separated clip names (e.g. 1080p-h264.mp4) to keep from the corpus; default all (for iterating on one kind of video)")
 	)
 	flag.Parse()
@@ -109,6 +113,12 @@ func main() {
 		}
 		*cache = filepath.Join(root, "bench")
 	}
+	if *merge {
+		if b.rep.base, err = loadBase(*out); err != nil {
+			fatal(err)
+		}
+		b.rep.phaseNames = strings.Split(*phases, ",")
+	}
 	b.env = bench.NewEnv("mwbench", filepath.Join(b.work, "env"), logf)
 	defer b.env.Close()
 
@@ -145,6 +155,12 @@ func main() {
 	}
 	logf("clamd on %s (config %s)", b.clamd.Addr, b.clamd.ConfigPath)
 
+	if bench.KnowsFlag(b.bin, "no-reuse") {
+		b.rep.note("Every worker runs with `--no-reuse`: the reuse memory (on by default) would answer the benchmark's repeated " +
+			"files from what they became the first time, without a scan or a transform, and a site's uploads are new. A new " +
+			"upload with the memory on costs in addition its SHA-256 (computed as it downloads), one key-value lookup and, " +
+			"after a success, a 1-2 KB record (docs/operations.md, *Scale model*).")
+	}
 	all := map[string]func() error{
 		"startup": b.startupPhase,
 		"images":  b.imagesPhase,
@@ -156,6 +172,8 @@ func main() {
 		"scan":          b.scanPhase,
 		"memory":        b.memoryPhase,
 		"leak":          b.imageLeak, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
+		// What one job of each kind writes to NATS (natswrites.go), for the scale model in docs/operations.md.
+		"nats-writes":   b.natsWrites,
 		"orchestration": func() error { return b.orchestrationPhase(*orch, *orchCmd) },
 	}
 	for _, name := range strings.Split(*phases, ",") {
@@ -181,10 +199,17 @@ func main() {
 			fatal(err)
 		}
 	}
-	b.sizingSection()
-	b.machine(false)
-	b.rep.Finished = time.Now()
-	b.rep.command("bash bench/run.sh    # make bench: builds, runs the orchestration benchmark, then:\n%s", strings.Join(os.Args, " "))
+	if *merge {
+		// The sizing table draws on every phase: a partial run leaves the full run's.
+		b.machine(false)
+		b.rep.Finished = time.Now()
+		b.rep.command("# partial run, merged into this file (its rows, sections and commands replace the full run's):\n%s", strings.Join(os.Args, " "))
+	} else {
+		b.sizingSection()
+		b.machine(false)
+		b.rep.Finished = time.Now()
+		b.rep.command("bash bench/run.sh    # make bench: builds, runs the orchestration benchmark, then:\n%s", strings.Join(os.Args, " "))
+	}
 	if err := b.rep.write(*out); err != nil {
 		fatal(err)
 	}

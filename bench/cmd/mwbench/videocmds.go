@@ -28,7 +28,7 @@ func runKinds(runs []bench.ToolRun) string {
 	var ks []string
 	for _, r := range runs {
 		k := r.Kind()
-		if k == "encode" && slices.ContainsFunc(r.Files(), func(f string) bool { return filepath.Base(f) == "poster.jpg" }) {
+		if k == "encode" && slices.ContainsFunc(r.Files(), isPosterFile) {
 			k = "encode+poster"
 		}
 		if r.Exit != 0 {
@@ -85,24 +85,56 @@ func capture(runs []bench.ToolRun) (captured, error) {
 	return cp, nil
 }
 
+// isPosterFile says whether a file: argument's path is a poster output: poster.jpg (one poster
+// frame, the worker before it chose among candidates), or the candidates' patterns poster-%d.jpg and
+// their luma planes poster-%d.pgm.
+func isPosterFile(path string) bool {
+	b := filepath.Base(path)
+	return b == "poster.jpg" || strings.HasPrefix(b, "poster-")
+}
+
+// posterFile is the poster a bare run wrote in dir: poster.jpg, or the first candidate.
+func posterFile(dir string) string {
+	for _, n := range []string{"poster.jpg", "poster-1.jpg"} {
+		if p := filepath.Join(dir, n); fileSize(p) > 0 {
+			return p
+		}
+	}
+	return filepath.Join(dir, "poster.jpg")
+}
+
+// removePosters removes what poster outputs left in dir, so the next run's are its own.
+func removePosters(dir string) {
+	for _, pat := range []string{"poster.jpg", "poster-*.jpg", "poster-*.pgm"} {
+		ms, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, m := range ms {
+			_ = os.Remove(m)
+		}
+	}
+}
+
 // withoutPosterOutput returns an encode without its poster output: the split and its poster branch
 // cut from the -filter_complex graph, which then ends in [video] (as the worker writes it when it
-// encodes without a poster), and the second output's arguments, -map [poster] through
-// file:…/poster.jpg, removed. ok is false when the encode has no poster output.
+// encodes without a poster), and the poster's outputs removed: -map [poster] through
+// file:…/poster.jpg, or, since the worker chooses the poster among candidates, -map [pjpeg] through
+// the last of file:poster-%d.jpg and file:poster-%d.pgm. ok is false when the encode has no poster output.
 func withoutPosterOutput(args []string) (_ []string, ok bool) {
 	fc := slices.Index(args, "-filter_complex")
-	m := slices.Index(args, "[poster]")
+	m := slices.IndexFunc(args, func(a string) bool { return a == "[poster]" || a == "[pjpeg]" })
 	if fc < 0 || fc+1 >= len(args) || m <= fc+1 || args[m-1] != "-map" {
 		return nil, false
 	}
-	end := slices.IndexFunc(args[m:], func(a string) bool {
-		return strings.HasPrefix(a, "file:") && filepath.Base(a) == "poster.jpg"
-	})
+	end := -1
+	for i := m; i < len(args); i++ {
+		if p, ok := strings.CutPrefix(args[i], "file:"); ok && isPosterFile(p) {
+			end = i
+		}
+	}
 	graph, branch, cut := strings.Cut(args[fc+1], ",split=")
-	if end < 0 || !cut || !strings.HasSuffix(branch, "[poster]") {
+	if end < 0 || !cut || !(strings.HasSuffix(branch, "[poster]") || strings.HasSuffix(branch, "[pluma]")) {
 		return nil, false
 	}
-	out := slices.Concat(args[:m-1], args[m+end+1:])
+	out := slices.Concat(args[:m-1], args[end+1:])
 	out[fc+1] = graph + "[video]"
 	return out, true
 }
@@ -116,6 +148,9 @@ func posterCommand(enc []string) ([]string, error) {
 	fc := slices.Index(enc, "-filter_complex")
 	if t < 0 || fc < 0 || fc+1 >= len(enc) {
 		return nil, fmt.Errorf("building the poster command: the encode has no -t or -filter_complex: %q", enc)
+	}
+	if strings.Contains(enc[fc+1], ";[p]select=") {
+		return candidatesCommand(enc, t, fc)
 	}
 	_, branch, ok1 := strings.Cut(enc[fc+1], ";[p]trim=start=")
 	at, scale, ok2 := strings.Cut(branch, ",trim=end_frame=1,")
@@ -135,6 +170,41 @@ func posterCommand(enc []string) ([]string, error) {
 	return slices.Concat(enc[:t], []string{"-skip_frame", "noref", "-ss", at, "-i", "file:" + mp4,
 		"-map", "0:v:0", "-frames:v", "1", "-vf", scale,
 		"-q:v", "3", "-f", "image2", "-update", "1", "-y", "file:" + poster}), nil
+}
+
+// candidatesCommand is posterCommand for an encode whose poster branch selects candidates
+// (select='gte(t,T+selected_n*STEP)', then the candidates' scale, split and luma plane): the run the
+// worker's remux path makes (poster() in transcoder/video_poster.go), -skip_frame noref -ss T on the
+// encode's MP4, the branch's chain after its select on the video stream, and the encode's candidate
+// outputs with one frame each.
+func candidatesCommand(enc []string, t, fc int) ([]string, error) {
+	_, branch, ok1 := strings.Cut(enc[fc+1], ";[p]select='gte(t,")
+	at, rest, ok2 := strings.Cut(branch, "+")
+	_, chain, ok3 := strings.Cut(rest, "',")
+	m := slices.Index(enc, "[pjpeg]")
+	var mp4 string
+	end := -1
+	for i, a := range enc {
+		p, ok := strings.CutPrefix(a, "file:")
+		switch {
+		case !ok:
+		case filepath.Base(p) == "video.mp4":
+			mp4 = p
+		case isPosterFile(p) && i > m:
+			end = i
+		}
+	}
+	if !ok1 || !ok2 || !ok3 || m < 1 || end < 0 || mp4 == "" {
+		return nil, fmt.Errorf("building the poster command: unexpected candidates branch or outputs in %q", enc)
+	}
+	outs := slices.Clone(enc[m-1 : end+1])
+	for i := range outs {
+		if outs[i] == "-frames:v" && i+1 < len(outs) {
+			outs[i+1] = "1"
+		}
+	}
+	return slices.Concat(enc[:t], []string{"-skip_frame", "noref", "-ss", at, "-i", "file:" + mp4,
+		"-filter_complex", "[0:v:0]null," + chain}, outs), nil
 }
 
 // bareArgs rewrites a captured command for the bare scratch dir bd: the job's input becomes

@@ -111,9 +111,8 @@ func (b *bencher) posterVariants(tl *bench.ToolLog, caps map[string]captured, ba
 		label := fmt.Sprintf("%s (%s, T = %s)", name, cp.kind, at)
 		for vi, v := range variants {
 			var ts []float64
-			poster := filepath.Join(out, "poster.jpg")
 			for range n {
-				_ = os.Remove(poster)
+				removePosters(out)
 				t, err := timeTool(b.ctx, tl.RealFFmpeg, out, v.args)
 				if err != nil {
 					return err
@@ -125,7 +124,7 @@ func (b *bencher) posterVariants(tl *bench.ToolLog, caps map[string]captured, ba
 				first = med
 			}
 			got := "**no frame** (the worker would try again from 0)"
-			if sz := fileSize(poster); sz > 0 {
+			if sz := fileSize(posterFile(out)); sz > 0 {
 				got = fmt.Sprintf("%d KiB", sz>>10)
 			}
 			rows = append(rows, []string{label, v.name, ms(med), ratio(first / med), got})

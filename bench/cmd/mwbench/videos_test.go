@@ -90,3 +90,51 @@ func TestBareArgs(t *testing.T) {
 		t.Errorf("withFile moved the wrong output: %q, %v", bench.ToolRun{Args: moved}.Files(), err)
 	}
 }
+
+// The worker's commands since it chooses the poster among candidates (transcoder/video_poster.go):
+// the encode's poster branch selects five frames, each written as a JPEG and its luma plane, named
+// relative to the job's directory; the remux path's run writes one of each.
+const (
+	candidatesChain = "scale=w='if(gte(iw,ih),min(1280,iw),-2)':h='if(gte(iw,ih),-2,min(1280,ih))',split=2[pjpeg][pl];[pl]extractplanes=y[pluma]"
+)
+
+func candidateOutputs(frames string) []string {
+	return fields("-map [pjpeg] -frames:v " + frames + " -fps_mode passthrough -c:v mjpeg -threads 1 -q:v 3 -f image2 -start_number 1 -y file:poster-%d.jpg " +
+		"-map [pluma] -frames:v " + frames + " -fps_mode passthrough -c:v pgm -threads 1 -f image2 -start_number 1 -y file:poster-%d.pgm")
+}
+
+func candidatesEncodeArgs(withPoster bool) []string {
+	graph := scale + "[video]"
+	if withPoster {
+		graph = scale + ",split=2[video][p];[p]select='gte(t,0.600+selected_n*0.600)'," + candidatesChain
+	}
+	args := slices.Concat(fields(input), []string{"-t", "3600", "-i", "file:" + job + "/input",
+		"-filter_threads", "2", "-filter_complex", graph, "-map", "[video]"}, fields(encodeTail))
+	if withPoster {
+		args = append(args, candidateOutputs("5")...)
+	}
+	return append(args, fields(progress)...)
+}
+
+func TestCandidatesEncode(t *testing.T) {
+	enc := candidatesEncodeArgs(true)
+	if k := (bench.ToolRun{Tool: "ffmpeg", Args: enc}).Kind(); k != "encode" {
+		t.Errorf("Kind = %s, want encode", k)
+	}
+	if got := runKinds([]bench.ToolRun{{Tool: "ffmpeg", Args: enc}}); got != "encode+poster" {
+		t.Errorf("runKinds = %s, want encode+poster", got)
+	}
+	got, ok := withoutPosterOutput(enc)
+	if !ok || !slices.Equal(got, candidatesEncodeArgs(false)) {
+		t.Errorf("withoutPosterOutput = %s, %t\nwant %s", shellJoin(got), ok, shellJoin(candidatesEncodeArgs(false)))
+	}
+	want := slices.Concat(fields(input), []string{"-skip_frame", "noref", "-ss", "0.600", "-i", "file:" + job + "/video.mp4",
+		"-filter_complex", "[0:v:0]null," + candidatesChain}, candidateOutputs("1"))
+	if got, err := posterCommand(enc); err != nil || !slices.Equal(got, want) {
+		t.Errorf("posterCommand = %s, %v\nwant %s", shellJoin(got), err, shellJoin(want))
+	}
+	files := bench.ToolRun{Args: bareArgs(enc, job, "/bare")}.Files()
+	if w := []string{"/bare/input", "/bare/out/video.mp4", "/bare/out/poster-%d.jpg", "/bare/out/poster-%d.pgm"}; !slices.Equal(files, w) {
+		t.Errorf("files of the bare encode = %q, want %q", files, w)
+	}
+}
