@@ -82,8 +82,8 @@ func (w *Worker) apply(ctx context.Context, d *delivery, p plan, log zerolog.Log
 			return fmt.Errorf("%w: %w", errHandedBack, err)
 		}
 	}
-	// Remembered (sent before the ack, not awaited): a redelivery after a lost ack finds it (settled.go);
-	// should this write be lost too, the outbox recorded above still stops a second outcome.
+	// Remembered (sent before the ack, not awaited) where no outbox was recorded: a redelivery after a
+	// lost ack finds it (settled.go).
 	if p.remember != "" {
 		// Like the publishes: a job that finished as the drain timed out is still recorded.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
@@ -239,25 +239,17 @@ func (w *Worker) remove(ctx context.Context, d *delivery) error {
 	return nil
 }
 
-// rememberSoon records how far the request went without waiting for the server to store it: one
-// fewer round trip (and fsync) per job. apply uses it for "routed" and "final", which are not needed
-// for correctness any more: the outbox recorded before the publishes is, and a redelivery that finds
-// only the outbox (the write lost with its worker) searches the streams instead (outbox.go).
-// A write the server refuses or never confirms within wait is reported to failed (a metric), since
-// nobody waits for it.
+// rememberSoon records a request's end without waiting for the server to store it: one fewer round
+// trip (and fsync). apply uses it only where no outbox was recorded: an end that owes no event (a
+// request without a mediaId to answer) and finish's, after an interrupted settlement, so a later
+// duplicate is acked at once instead of searching the streams again (outbox.go). A write the server
+// refuses or never confirms within wait is reported to failed (a metric), since nobody waits for it.
 func (m *settledMemory) rememberSoon(ctx context.Context, reqSeq uint64, state string, wait time.Duration, failed func()) error {
 	if _, err := m.bucket(ctx); err != nil {
 		return err
 	}
-	var opts []jetstream.PublishOpt
-	if state == settledRouted {
-		// Triage records "routed" after publishing the lane's copy, so the lane may have finished and
-		// recorded "final" first: never overwrite that (create-if-absent), or a late duplicate would
-		// run the job again.
-		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
-	}
 	subject := "$KV." + m.cfg.SettledBucket() + "." + strconv.FormatUint(reqSeq, 10)
-	f, err := m.js.PublishAsync(subject, []byte(state), opts...)
+	f, err := m.js.PublishAsync(subject, []byte(state))
 	if err != nil {
 		return fmt.Errorf("recording settled request %d: %w", reqSeq, err)
 	}
@@ -266,11 +258,7 @@ func (m *settledMemory) rememberSoon(ctx context.Context, reqSeq uint64, state s
 		defer t.Stop()
 		select {
 		case <-f.Ok():
-		case err := <-f.Err():
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-				return // "routed" after the lane's "final": refused on purpose
-			}
+		case <-f.Err():
 			failed()
 		case <-t.C:
 			failed()

@@ -293,3 +293,51 @@ func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
 		t.Fatalf("bad lane limits: %v; want errors naming Config.VideoLane.MaxAckPending and Config.ImageLane.AckWait", err)
 	}
 }
+
+// Issue 23 item 3: triage writes no record when it routes; its lane copy is the record. A request whose
+// triage ack was lost (triage stored the copy and died; here by hand) is redelivered while its copy
+// waits in the lane: it is acked without a second copy, and the request is answered once.
+func TestRedeliveredRequestFindsItsLaneCopy(t *testing.T) {
+	release := make(chan struct{})
+	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) { c.AckWait = time.Second },
+		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return success(req)
+		})
+	id := uuid.NewString()
+	reqSeq, _ := r.triageByHand(id, "u/a.jpg", pipeline.Image, false) // its ack lost
+	r.start()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if !r.logged("request settled already") {
+			return errors.New("the request has not been redelivered to triage yet")
+		}
+		return nil
+	})
+	close(release)
+	r.awaitResponses(id, 1)
+	r.awaitEmptyWorkQueue()
+	if n := r.proc.callsOf(id); n != 1 {
+		t.Fatalf("the job ran %d times, want once", n)
+	}
+	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
+		t.Fatalf("%d responses stored, want 1", n)
+	}
+	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.Delivered.Consumer != 1 {
+		t.Fatalf("the image lane delivered %d copies; want the one triage stored before it died", info.Delivered.Consumer)
+	}
+	// Nothing was written for the route: the memory holds the lane's outbox only.
+	kv, err := r.js.KeyValue(context.Background(), r.cfg.SettledBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), fmt.Sprint(reqSeq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() != 1 || !strings.HasPrefix(string(e.Value()), "{") {
+		t.Fatalf("settled record of request %d: revision %d %.20q, want one write, the outbox", reqSeq, e.Revision(), e.Value())
+	}
+}

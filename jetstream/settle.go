@@ -142,8 +142,11 @@ func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		p.failDelay = 0 // the max-deliveries advisory finishes the job (runAdvisories)
 	}
 	if p.remember == settledFinal && len(evs) > 0 {
+		// The outbox, recorded before the first publish, is the request's only record: a later delivery
+		// that finds it finishes the settlement (outbox.go) instead of running, so a "final" written
+		// after the publishes would be a second write per job that changes no outcome.
 		ob := newOutbox(evs, termReason(out))
-		p.outbox = &ob
+		p.outbox, p.remember = &ob, ""
 	}
 	switch out.Kind {
 	case pipeline.Success, pipeline.Infected, pipeline.Route:
@@ -166,15 +169,14 @@ func termReason(out pipeline.Outcome) string {
 	return ""
 }
 
-// settledState is what the settled-requests memory records for out: triage's route, or an end.
-func settledState(d *delivery, out pipeline.Outcome) string {
-	switch {
-	case out.Kind != pipeline.Route:
-		return settledFinal
-	case d.lane == "":
-		return settledRouted
+// settledState is what the settled-requests memory records for out: an end, or nothing for a route.
+// A route writes no record: its lane copy is the record while the request is on its way (a redelivered
+// request looks for it, routedBefore), and the lane records its end before it removes the copy.
+func settledState(_ *delivery, out pipeline.Outcome) string {
+	if out.Kind == pipeline.Route {
+		return ""
 	}
-	return "" // a lane's re-route: the request is still on its way
+	return settledFinal
 }
 
 // report logs and counts a settled outcome.

@@ -14,11 +14,15 @@ import (
 // The settled-requests memory: at most one outcome per request, also after the duplicate window.
 // Every outcome is published under a Nats-Msg-Id, so a redelivery within the window (a lost ack, a
 // worker that died after publishing) republishes into the streams' dedupe and nothing doubles. A
-// redelivery after the window (an ack lost at the end of a long job) would store a second outcome;
-// so every settlement is also written here, keyed by the request's stream sequence, before the ack,
-// and a delivery of a request found here is acked without running again. An ending settlement also
-// writes what it is about to publish before its first publish (outbox.go), so a worker that dies
-// between the publish and the record leaves behind what the next delivery needs to finish it.
+// redelivery after the window (an ack lost at the end of a long job) would store a second outcome; so
+// an ending settlement writes here, keyed by the request's stream sequence, what it is about to publish
+// before its first publish (its outbox, outbox.go), and a later delivery that finds it finishes the
+// settlement (publishing only what the streams do not hold) instead of running again. That one record
+// is the whole cost on a request's common path: four stream writes per job (the request, triage's lane
+// copy, this record, the response). Triage's route writes none: while the request is on its way its
+// lane copy is the record (routedBefore looks for it), and the lane writes its outbox before it removes
+// the copy. "final" is written only where no outbox was (an end that owes no event) and after a
+// finished interruption, so that later duplicates are acked without searching the streams.
 
 // SettledBucket is the key-value bucket of settled requests.
 func (c Config) SettledBucket() string { return c.streamPrefix() + "_MEDIA_SETTLED" }
@@ -35,8 +39,9 @@ func (c Config) settledConfig() jetstream.KeyValueConfig {
 	}
 }
 
-// Settled values: triage routed the request, or its lane settled it for good; between the two, an
-// ending settlement's outbox (outbox.go), a JSON object.
+// Settled values: the request ended for good, or (an outbox, a JSON object) an ending settlement is
+// publishing or published its events. "routed" is what workers before issue 23 recorded for a route
+// (records live ResponseMaxAge): still read, no longer written; routedBefore answers it now.
 const (
 	settledRouted = "routed"
 	settledFinal  = "final"

@@ -372,6 +372,12 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
 		return false
 	}
+	if state == "" && d.lane == "" {
+		if state, ob, err = w.routedBefore(ctx, d); err != nil {
+			log.Warn().Err(err).Msg("could not look for the request's lane copy; running the job")
+			return false
+		}
+	}
 	if state == settledPublishing {
 		// An earlier delivery published (some of) its outcome and died before recording the end.
 		if err := w.finish(ctx, d, ob, log); err != nil {
@@ -392,6 +398,21 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 	log.Info().Str("settled", state).Msg("request settled already; acked without running again")
 	w.observe("duplicate", "", d)
 	return true
+}
+
+// routedBefore is how far a redelivered request went that the settled-requests memory does not know:
+// triage routes without a record (settledState), so its lane copy is looked for in the requests stream
+// (movedOn). Without one, the memory is read again: the lane records the request's end before it
+// removes its copy, so a lane that finished between the first read and the search is seen now.
+func (w *Worker) routedBefore(ctx context.Context, d *delivery) (string, *outbox, error) {
+	moved, err := w.movedOn(ctx, d)
+	if err != nil {
+		return "", nil, err
+	}
+	if moved {
+		return settledRouted, nil, nil
+	}
+	return w.done.recall(ctx, d.reqSeq)
 }
 
 // withProgress makes the job's progress reports go out on its progress subject, at most once a second.
