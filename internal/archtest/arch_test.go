@@ -28,6 +28,7 @@ func TestDependencyArrows(t *testing.T) {
 		"pipeline":   {"jetstream", "app", "slots"}, // a pull is a slot: pools live in the pull loop
 		"jetstream":  {"app", "scanner", "transcoder"},
 		"slots":      {""},
+		"membudget":  {""}, // a leaf: the pipeline asks it for memory, the app wires it
 		"tracing":    {""},
 		"progress":   {""},
 		"console":    {""}, // a view: its data comes through its Source interface
