@@ -23,10 +23,9 @@ import (
 //
 // Each job makes the writes the worker's common path makes, in its order (bench/RESULTS.md, *NATS
 // writes per job*, counts them on a real worker): the API's request into a work queue; triage's pull,
-// its lane copy, the "routed" record (create-if-absent) and its ack (the request's removal); the
-// lane's pull, the settled-memory lookup (a direct get), the outbox record, the response, the "final"
-// record, the reuse record and the lane's ack. The worker sends "routed" and "final" without waiting
-// for their acks; here every write waits, so a job's time is the sum of the round trips.
+// its lane copy and its ack (the request's removal); the lane's pull, the settled-memory lookup (a
+// direct get), the outbox record, the response, the reuse record and the lane's ack. Every write
+// waits, so a job's time is the sum of the round trips (the worker does not wait for the reuse record).
 //
 //   - latency: one job at a time: the time per job.
 //   - throughput: 32 jobs at a time (many workers' slots): jobs/s, and the replicated entries per
@@ -87,9 +86,9 @@ func BenchmarkClusterJobRound(b *testing.B) {
 }
 
 // roundEntries are the replicated entries one round makes: stored messages (request, lane copy,
-// routed, outbox, response, final, reuse: 7), work-queue removals (2), deliveries (2), acks (2) and
-// pull requests (2, two entries each: 4).
-const roundEntries = 7 + 2 + 2 + 2 + 4
+// outbox, response, reuse: 5), work-queue removals (2), deliveries (2), acks (2) and pull requests
+// (2, two entries each: 4).
+const roundEntries = 5 + 2 + 2 + 2 + 4
 
 type round struct {
 	ctx            context.Context
@@ -167,12 +166,6 @@ func (r *round) job(i int64) error {
 	if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithMsgID("route/"+seq)); err != nil {
 		return fmt.Errorf("lane copy: %w", err)
 	}
-	// Create-if-absent, as the worker records it: a redelivered request (a pull that timed out on the
-	// client as the server delivered to it comes back after the ack wait) finds it there, as the
-	// worker's second route would.
-	if _, err := r.settled.Create(ctx, seq, []byte("routed")); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("routed: %w", err)
-	}
 	if err := m.DoubleAck(ctx); err != nil {
 		return fmt.Errorf("triage ack: %w", err)
 	}
@@ -181,8 +174,7 @@ func (r *round) job(i int64) error {
 		return fmt.Errorf("lane pull: %w", err)
 	}
 	lseq := l.Headers().Get("Mw-Request-Seq")
-	// The lane's look at the settled memory (a late duplicate?); with jobs in parallel the copy can be
-	// pulled before its "routed" record is stored, which the worker reads as "not settled" too.
+	// The lane's look at the settled memory (a late duplicate?).
 	if _, err := r.settled.Get(ctx, lseq); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("settled lookup: %w", err)
 	}
@@ -191,9 +183,6 @@ func (r *round) job(i int64) error {
 	}
 	if err := pub("app.media.optimize.response", r.response, "resp/"+lseq); err != nil {
 		return fmt.Errorf("response: %w", err)
-	}
-	if _, err := r.settled.Put(ctx, lseq, []byte("final")); err != nil {
-		return fmt.Errorf("final: %w", err)
 	}
 	if _, err := r.reuse.Put(ctx, "sha-"+lseq, r.reuseRecord); err != nil {
 		return fmt.Errorf("reuse record: %w", err)
