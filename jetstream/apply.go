@@ -249,7 +249,7 @@ func (m *settledMemory) rememberSoon(ctx context.Context, reqSeq uint64, state s
 		return err
 	}
 	subject := "$KV." + m.cfg.SettledBucket() + "." + strconv.FormatUint(reqSeq, 10)
-	f, err := m.js.PublishAsync(subject, []byte(state))
+	f, err := m.kv.js.PublishAsync(subject, []byte(state))
 	if err != nil {
 		return fmt.Errorf("recording settled request %d: %w", reqSeq, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/mediaworker/mediaworker/pipeline"
@@ -42,40 +41,22 @@ func (c Config) ReuseBucket() string { return c.streamPrefix() + "_MEDIA_REUSE" 
 
 // ReuseMemory is the pipeline's reuse memory on a JetStream key-value bucket, keyed by the upload's
 // SHA-256, recipe and signature version (pipeline.Reuse).
-type ReuseMemory struct {
-	js  jetstream.JetStream
-	cfg Config
-	rc  ReuseConfig
+type ReuseMemory struct{ kv lazyBucket }
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
-// NewReuseMemory returns the reuse memory of cfg; the bucket is created on first use.
+// NewReuseMemory returns the reuse memory of cfg; the bucket is created (or its TTL and size updated
+// to rc) on first use.
 func NewReuseMemory(js jetstream.JetStream, cfg Config, rc ReuseConfig) *ReuseMemory {
-	return &ReuseMemory{js: js, cfg: cfg, rc: rc}
+	return &ReuseMemory{kv: lazyBucket{js: js, apply: true, what: "reuse bucket", conf: jetstream.KeyValueConfig{
+		Bucket:      cfg.ReuseBucket(),
+		Description: "what recent uploads became, by SHA-256, recipe and clamd signature version, so repeated bytes are answered without rework",
+		TTL:         rc.TTL,
+		MaxBytes:    rc.MaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	}}}
 }
 
-func (r *ReuseMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.kv != nil {
-		return r.kv, nil
-	}
-	kv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      r.cfg.ReuseBucket(),
-		Description: "what recent uploads became, by SHA-256, recipe and clamd signature version, so repeated bytes are answered without rework",
-		TTL:         r.rc.TTL,
-		MaxBytes:    r.rc.MaxBytes,
-		Storage:     jetstream.FileStorage,
-		Replicas:    r.cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("opening reuse bucket %s: %w", r.cfg.ReuseBucket(), err)
-	}
-	r.kv = kv
-	return kv, nil
-}
+func (r *ReuseMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) { return r.kv.open(ctx) }
 
 // Lookup returns the entry under key, nil when there is none.
 func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused, error) {

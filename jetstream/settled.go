@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -49,28 +48,16 @@ const (
 
 // settledMemory is the bucket, opened on first use.
 type settledMemory struct {
-	js  jetstream.JetStream
 	cfg Config
+	kv  lazyBucket
+}
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
+func newSettledMemory(js jetstream.JetStream, cfg Config) *settledMemory {
+	return &settledMemory{cfg: cfg, kv: lazyBucket{js: js, conf: cfg.settledConfig(), what: "bucket"}}
 }
 
 func (m *settledMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.kv != nil {
-		return m.kv, nil
-	}
-	kv, err := m.js.KeyValue(ctx, m.cfg.SettledBucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = m.js.CreateOrUpdateKeyValue(ctx, m.cfg.settledConfig())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("opening bucket %s: %w", m.cfg.SettledBucket(), err)
-	}
-	m.kv = kv
-	return kv, nil
+	return m.kv.open(ctx)
 }
 
 // recall says how far the request went: "" (not settled), settledRouted, settledPublishing (with the

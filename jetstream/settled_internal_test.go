@@ -17,7 +17,7 @@ func TestRememberSoonStoresFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &settledMemory{js: js, cfg: DefaultConfig()}
+	m := newSettledMemory(js, DefaultConfig())
 	ctx := t.Context()
 	var lost atomic.Int32
 	for seq := uint64(1); seq <= 4; seq++ {

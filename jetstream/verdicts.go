@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
@@ -26,33 +25,14 @@ func (c Config) verdictConfig() jetstream.KeyValueConfig {
 }
 
 // Verdicts is the pipeline's verdict memory on a JetStream key-value bucket.
-type Verdicts struct {
-	js  jetstream.JetStream
-	cfg Config
-
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
+type Verdicts struct{ kv lazyBucket }
 
 // NewVerdicts returns the verdict memory of cfg; the bucket is opened on first use.
-func NewVerdicts(js jetstream.JetStream, cfg Config) *Verdicts { return &Verdicts{js: js, cfg: cfg} }
-
-func (v *Verdicts) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.kv != nil {
-		return v.kv, nil
-	}
-	kv, err := v.js.KeyValue(ctx, v.cfg.VerdictBucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = v.js.CreateOrUpdateKeyValue(ctx, v.cfg.verdictConfig())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("opening verdict bucket %s: %w", v.cfg.VerdictBucket(), err)
-	}
-	v.kv = kv
-	return kv, nil
+func NewVerdicts(js jetstream.JetStream, cfg Config) *Verdicts {
+	return &Verdicts{kv: lazyBucket{js: js, conf: cfg.verdictConfig(), what: "verdict bucket"}}
 }
+
+func (v *Verdicts) bucket(ctx context.Context) (jetstream.KeyValue, error) { return v.kv.open(ctx) }
 
 // Remember stores ev under its mediaId.
 func (v *Verdicts) Remember(ctx context.Context, ev contracts.VirusEvent) error {

@@ -145,7 +145,7 @@ func NewWorker(js jetstream.JetStream, cfg Config, wcfg WorkerConfig, proc Proce
 	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
 		pools: map[pipeline.MediaKind]*slots.Pool{"": slots.NewPool("triage", wcfg.TriageSlots)},
 		busy:  map[pipeline.MediaKind]*atomic.Int64{"": new(atomic.Int64)},
-		done:  &settledMemory{js: js, cfg: cfg}}
+		done:  newSettledMemory(js, cfg)}
 	for l, n := range wcfg.Lanes {
 		w.pools[l] = slots.NewPool(string(l), n)
 		w.busy[l] = new(atomic.Int64)
