@@ -319,6 +319,16 @@ func (b *bencher) natsWrites() (err error) {
 		}
 		rows = append(rows, row)
 	}
+	// Issue 23's count: the messages a request's settlement stores in streams (the request, the lane
+	// copy, the settled records, the events), without the reuse memory's record, which only a new
+	// upload writes and --no-reuse drops, nor the object store's.
+	path := make([]int, len(jobs))
+	for i := range jobs {
+		for _, wc := range []writeClass{wcRequest, wcLaneCopy, wcRouted, wcOutbox, wcFinal, wcResponse, wcVirus} {
+			path[i] += results[i].counts[wc.name]
+		}
+	}
+	sum("**stream writes on the request's path** (request, lane copy, settled records, response; target ≤ 4)", path, func(v int) string { return fmt.Sprintf("**%d**", v) })
 	sum("**replicated entries on R3, S3 storage** (stored + work-queue removals + consumer state; pull requests ×2)", entriesS3, func(v int) string { return fmt.Sprintf("**%d**", v) })
 	sum("**stored bytes, S3 storage** (subject + headers + payload, once; ×3 on R3)", storedBytesS3, func(v int) string { return "**" + sizeOf(v) + "**" })
 	sum("replicated entries, `--storage nats` (the job's object-store writes too)", entries, func(v int) string { return fmt.Sprint(v) })
