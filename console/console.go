@@ -59,6 +59,14 @@ type Slots struct {
 	Waiting int
 }
 
+// Memory is this instance's memory budget (--max-memory): the bytes the jobs it admitted are
+// expected to hold, of the budget, and the jobs waiting for memory to start their transform.
+type Memory struct {
+	InUse, Budget int64
+	Peak          int64 // the most admitted at once since the start
+	Waiting       int
+}
+
 // Job is one job this instance holds now.
 type Job struct {
 	MediaID  string
@@ -117,6 +125,7 @@ type Snapshot struct {
 	Dependencies []Dependency
 	Queues       []Queue
 	Slots        []Slots
+	Memory       *Memory      // nil: no budget to show
 	DeadLetters  int          // entries in the dead-letter stream
 	RecentDead   []DeadLetter // the newest few
 	InFlight     []Job

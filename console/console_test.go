@@ -584,3 +584,33 @@ func TestConsoleShowsAssetFacts(t *testing.T) {
 		t.Errorf("%d placeholders on the page, want 2", n)
 	}
 }
+
+// The memory budget shows beside the slots: the bytes admitted of the budget as a meter and in MiB,
+// and the jobs waiting for memory when there are any.
+func TestSlotsShowTheMemoryBudget(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	src.snap.Slots = []Slots{{Kind: "image", Active: 2, Max: 2}}
+	src.snap.Memory = &Memory{InUse: 150 << 20, Budget: 192 << 20, Peak: 180 << 20, Waiting: 1}
+	req, _ := http.NewRequest("GET", srv.URL+"/console/live", nil)
+	code, body, _ := fetch(t, noRedirect(), req)
+	if code != 200 {
+		t.Fatalf("GET /console/live: %d", code)
+	}
+	memory := regexp.MustCompile(`(?s)<div class="slot" id="memory"><span class="slot-kind">memory</span>\s*` +
+		`<meter min="0" max="201326592" value="157286400" title="150 MiB of the 192 MiB budget admitted \(peak 180 MiB\)"></meter>\s*` +
+		`<span class="mono">150 MiB/192 MiB</span> <span class="muted">\+1 waiting for memory</span></div>`)
+	if !memory.MatchString(body) {
+		t.Errorf("the slots lack the memory budget in use (150 of 192 MiB, 1 waiting):\n%s", body)
+	}
+
+	src.snap.Memory.Waiting = 0
+	_, body, _ = fetch(t, noRedirect(), req)
+	if !strings.Contains(body, `<span class="mono">150 MiB/192 MiB</span></div>`) || strings.Contains(body, "waiting for memory") {
+		t.Errorf("with nobody waiting, the budget should show no waiters:\n%s", body)
+	}
+	src.snap.Memory = nil
+	_, body, _ = fetch(t, noRedirect(), req)
+	if strings.Contains(body, `id="memory"`) {
+		t.Errorf("without a budget the page should show none:\n%s", body)
+	}
+}

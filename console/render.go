@@ -21,6 +21,7 @@ var funcs = template.FuncMap{
 	"safeColor":   safeColor,
 	"overall":     overall,
 	"join":        strings.Join,
+	"mib":         func(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) },
 	// A rescue's action as the worker logs it (gave_up), in words.
 	"rescueAction": func(a string) string { return strings.ReplaceAll(a, "_", " ") },
 }
