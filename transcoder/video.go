@@ -503,11 +503,19 @@ var posterOutputFailed = regexp.MustCompile(`output stream #?[12]:\d|vost#[12]:\
 
 // canRemux says whether the input already is what encode would make, so its streams can be copied.
 func (v *Videos) canRemux(p probed) bool {
+	return !v.cfg.HLS && // HLS wants a keyframe at every segment boundary
+		min(p.info.Width, p.info.Height) <= v.cfg.MaxHeight && v.remuxable(p)
+}
+
+// remuxable says whether the input's streams are what an encode makes, at the input's own size:
+// H.264 yuv420p in MP4/MOV, upright, SDR, progressive, with stereo AAC or no audio (and remuxing is
+// on). The fast path (canRemux) and a recipe's renditions as tall as the input (video_renditions.go)
+// copy such streams instead of encoding them.
+func (v *Videos) remuxable(p probed) bool {
 	i := p.info
-	return v.cfg.Remux && !v.cfg.HLS && // HLS wants a keyframe at every segment boundary
+	return v.cfg.Remux &&
 		(i.Container == "mp4" || i.Container == "mov") &&
 		i.VideoCodec == "h264" && p.pixFmt == "yuv420p" && !p.rotated && i.HDR == "" && !p.interlaced &&
-		min(i.Width, i.Height) <= v.cfg.MaxHeight &&
 		(!i.HasAudio || (i.AudioCodec == "aac" && p.channels <= 2))
 }
 

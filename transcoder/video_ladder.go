@@ -5,13 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The adaptive HLS ladder: several H.264 renditions of one video and its AAC audio, as CMAF (fMP4)
@@ -173,119 +171,26 @@ func planLadder(w, h int, rungs []LadderRung) ([]ladderRendition, error) {
 	return out, nil
 }
 
-// ladderGraph is the filter graph: the MP4 encode's deinterlacing, scaling (to the tallest rendition)
-// and tone mapping, once, then a split whose first branch is the tallest rendition ([v0]) and whose
-// others are scaled down from it ([v1], ...).
+// ladderGraph is the filter graph of a ladder alone (renditionGraph): the MP4 encode's deinterlacing,
+// scaling (to the tallest rendition) and tone mapping, once, then a split whose first branch is the
+// tallest rendition ([v0]) and whose others are scaled down from it ([v1], ...).
 func ladderGraph(p probed, rs []ladderRendition) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "[0:%d]", p.videoStream)
-	if p.interlaced {
-		b.WriteString("bwdif=mode=send_frame:deint=interlaced,")
+	sizes := make([][2]int, len(rs))
+	for i, r := range rs {
+		sizes[i] = [2]int{r.width, r.height}
 	}
-	// Explicit sizes (planLadder's) rather than -2, so what the result says is what is written even
-	// if ffmpeg's rounding were to differ; a source whose frame size changes midway is scaled to them
-	// all the same.
-	fmt.Fprintf(&b, "scale=w=%d:h=%d", rs[0].width, rs[0].height)
-	b.WriteString(colourFilters(p))
-	if len(rs) == 1 {
-		b.WriteString("[v0]")
-		return b.String()
-	}
-	fmt.Fprintf(&b, ",split=%d[v0]", len(rs))
-	for i := 1; i < len(rs); i++ {
-		fmt.Fprintf(&b, "[s%d]", i)
-	}
-	for i := 1; i < len(rs); i++ {
-		fmt.Fprintf(&b, ";[s%d]scale=w=%d:h=%d[v%d]", i, rs[i].width, rs[i].height, i)
-	}
-	return b.String()
+	return renditionGraph(p, sizes)
 }
 
-// ladderArgs is the ffmpeg command line (after the program) that writes the ladder into the working
-// directory: relative names only, so the playlists hold relative URIs.
+// ladderArgs is the ffmpeg command line (after the program) that writes a ladder alone, every rung
+// encoded, into the working directory: relative names only, so the playlists hold relative URIs.
 func (v *Videos) ladderArgs(src string, p probed, rs []ladderRendition, seg float64) []string {
-	threads := strconv.Itoa(v.cfg.Threads)
-	args := append(v.inputArgs(src),
-		"-filter_threads", threads,
-		"-filter_complex", ladderGraph(p, rs),
-	)
-	for i := range rs {
-		args = append(args, "-map", fmt.Sprintf("[v%d]", i))
-	}
-	if p.audioStream >= 0 {
-		args = append(args, "-map", fmt.Sprintf("0:%d", p.audioStream))
-	}
-	segs := strconv.FormatFloat(seg, 'f', -1, 64)
-	args = append(args,
-		"-c:v", "libx264", "-preset", v.cfg.Preset, "-crf", strconv.Itoa(v.cfg.CRF),
-		"-pix_fmt", "yuv420p", "-profile:v", "high",
-		"-threads", threads,
-		// A keyframe at every segment boundary, at the same times in every rendition.
-		"-force_key_frames", "expr:gte(t,n_forced*"+segs+")",
-	)
-	for i, r := range rs {
-		args = append(args,
-			fmt.Sprintf("-maxrate:v:%d", i), fmt.Sprintf("%dk", r.maxKbps),
-			fmt.Sprintf("-bufsize:v:%d", i), fmt.Sprintf("%dk", r.maxKbps*ladderBufferFactor))
-	}
-	args = append(args, colourTags(p)...)
-	// The variants: the audio once, in a group every video rendition refers to. default:yes on it
-	// keeps ffmpeg from also listing the audio as a variant of its own (an audio-only stream a
-	// player could pick over the video when bandwidth is low).
-	var vsm []string
-	agroup := ""
-	if p.audioStream >= 0 {
-		args = append(args, "-c:a", "aac", "-b:a", v.cfg.AudioBitrate)
-		if p.channels > 2 {
-			args = append(args, "-ac", "2") // browsers and phones play stereo everywhere
-		}
-		agroup = ",agroup:" + ladderAudioGroup
-		vsm = append(vsm, "a:0"+agroup+",default:yes,name:"+ladderAudioName)
-	}
-	for i, r := range rs {
-		vsm = append(vsm, fmt.Sprintf("v:%d%s,name:%s", i, agroup, r.name))
-	}
-	args = append(args,
-		// Metadata (GPS position, device, names) stays behind, as it does for the MP4.
-		"-map_metadata", "-1", "-map_chapters", "-1",
-		"-f", "hls",
-		"-hls_time", segs,
-		"-hls_playlist_type", "vod",
-		"-hls_segment_type", "fmp4",
-		"-hls_flags", "independent_segments",
-		"-hls_fmp4_init_filename", ladderInit,
-		"-hls_segment_filename", ladderSegment,
-		"-master_pl_name", ladderMaster,
-		"-var_stream_map", strings.Join(vsm, " "),
-		"-y", ladderPlaylist,
-		// Machine-readable progress on stdout, for the job's progress events.
-		"-progress", "pipe:1", "-nostats",
-	)
-	return args
-}
-
-// ladderCPUScale is how many MP4 encodes' worth of CPU the ladder's renditions count for: their pixels
-// over the MP4's (the source scaled to MaxHeight), at least 1. The encoders' work follows the pixels
-// they encode, a little more per pixel for small frames: on a 12 s 1080p H.264 clip (2-core VM,
-// ffmpeg 5.1, veryfast) the ladder 1080/720/480 took 1.65 to 1.9 times the MP4 encode's CPU time
-// (8.7 to 9.3 CPU-s against 4.6 to 5.6) where its pixels count for 1.64. The decode, what makes the
-// hardest inputs costly (grainy 740 Mbit/s 1080p60: 7.3 CPU-s per second, nearly all of it
-// decoding), and the deinterlacing and tone mapping are done once for all renditions, so for the
-// inputs the budget is there to stop the scale overstates the cost. Either way the budget stays far
-// above what a real video needs (CPUPerInputSecond's default is about 50 times a plain clip's
-// rate): it is a ceiling for hostile inputs, not an estimate.
-func (v *Videos) ladderCPUScale(w, h int, rs []ladderRendition) float64 {
-	mw, mh := v.encodedSize(w, h)
-	var px float64
-	for _, r := range rs {
-		px += float64(r.width) * float64(r.height)
-	}
-	return max(1, px/(float64(mw)*float64(mh)))
+	return v.renditionArgs(src, p, renditionPlan{hls: rs, hlsCopy: -1, seg: seg})
 }
 
 // Ladder writes the HLS ladder of spec for a probed video into outDir/hls, in one ffmpeg run under
 // the encode's limits (tool.go), reporting progress across the whole run. Its CPU budget is the
-// encode's (video_cpu.go) scaled by ladderCPUScale, within MaxCPUTime, which stays the ceiling of any
+// encode's (video_cpu.go) scaled by renditionsCPUScale, within MaxCPUTime, which stays the ceiling of any
 // one run. Rungs are taken as given (VideoConfig.MaxHeight caps the MP4, not the ladder), but never
 // taller than the source.
 //
@@ -294,59 +199,11 @@ func (v *Videos) Ladder(ctx context.Context, pr *VideoProbe, outDir string, spec
 	if err := spec.Validate(); err != nil {
 		return LadderResult{}, internal("making hls ladder", fmt.Errorf("validating ladder: %w", err))
 	}
-	if err := ctx.Err(); err != nil {
-		return LadderResult{}, fmt.Errorf("making hls ladder: %w", err)
-	}
-	src, st, err := regularFile(pr.path)
+	res, err := v.Renditions(ctx, pr, outDir, RenditionsSpec{HLS: &spec})
 	if err != nil {
 		return LadderResult{}, err
 	}
-	if st.Size() != pr.size || !st.ModTime().Equal(pr.mtime) {
-		if pr, err = v.Probe(ctx, src); err != nil {
-			return LadderResult{}, err
-		}
-	}
-	if outDir, err = filepath.Abs(outDir); err != nil {
-		return LadderResult{}, internal("opening output directory", err)
-	}
-	p := pr.p
-	rs, err := planLadder(p.info.Width, p.info.Height, spec.Rungs)
-	if err != nil {
-		return LadderResult{}, err
-	}
-	dir := filepath.Join(outDir, hlsDirName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return LadderResult{}, internal("making hls directory", err)
-	}
-
-	// The encode's budget, its per-second rate scaled for the renditions' pixels.
-	scale := v.ladderCPUScale(p.info.Width, p.info.Height, rs)
-	scaled := *v
-	scaled.cfg.CPUPerInputSecond = time.Duration(float64(v.cfg.CPUPerInputSecond) * scale).Round(time.Millisecond)
-	cpu, rule := scaled.cpuBudget(p.info.Duration)
-	if rule != "" {
-		rule += fmt.Sprintf(" (%.2f times the MP4's rate, for %d renditions)", scale, len(rs))
-	}
-
-	args := v.ladderArgs(src, p, rs, spec.segmentSeconds())
-	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
-	// The working directory is the ladder's: ffmpeg writes relative names, which the playlists keep.
-	if err := v.run(ctx, dir, v.ffmpeg, args, pw, cpu); err != nil {
-		var te *toolError
-		if errors.As(err, &te) {
-			te.cpuRule = rule
-		}
-		return LadderResult{}, v.classifyFFmpeg(ctx, "making hls ladder", err)
-	}
-	res, err := readLadder(dir, rs, p.audioStream >= 0)
-	if err != nil {
-		return LadderResult{}, internal("reading the hls ladder", err)
-	}
-	if d := p.info.Duration; d > 0 && res.Duration < d-math.Max(1, 0.1*d) {
-		return LadderResult{}, badInput(fmt.Sprintf("video is truncated or corrupt: only %.1f s of %.1f s could be decoded",
-			res.Duration, d), nil)
-	}
-	return res, nil
+	return *res.HLS, nil
 }
 
 // readLadder reads back the playlists ffmpeg wrote into dir: each must exist and name only plain
