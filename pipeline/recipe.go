@@ -21,15 +21,17 @@ type Recipe struct {
 	Video  VideoRecipe
 }
 
-// VideoRecipe is what a recipe makes of a video beside the MP4 and poster every recipe makes: an HLS
-// ladder for players and a storyboard for their scrub bar. The zero value is DefaultVideo.
+// VideoRecipe is what a recipe makes of a video beside the MP4 and poster every recipe makes: MP4
+// renditions (max heights of the short edge), an HLS ladder for players and a storyboard for their
+// scrub bar. The zero value is DefaultVideo.
 type VideoRecipe struct {
+	MP4        []int                      `json:",omitempty"`
 	HLS        *transcoder.LadderSpec     `json:",omitempty"`
 	Storyboard *transcoder.StoryboardSpec `json:",omitempty"`
 }
 
 // IsDefault reports whether the recipe makes only the MP4 and poster.
-func (v VideoRecipe) IsDefault() bool { return v.HLS == nil && v.Storyboard == nil }
+func (v VideoRecipe) IsDefault() bool { return v.MP4 == nil && v.HLS == nil && v.Storyboard == nil }
 
 // LadderMaker makes an HLS ladder in one run (transcoder.Videos does).
 type LadderMaker interface {
@@ -79,6 +81,11 @@ func validateRecipes(rs map[string]Recipe) error {
 		}
 		if name == contracts.DefaultRecipe && !r.Video.IsDefault() {
 			return fmt.Errorf("recipe %q answers seed contract clients: its video outputs stay one MP4 and a poster", name)
+		}
+		if m := r.Video.MP4; m != nil {
+			if err := transcoder.ValidateMP4Heights(m); err != nil {
+				return fmt.Errorf("recipe %q: video %w", name, err)
+			}
 		}
 		if h := r.Video.HLS; h != nil {
 			if err := h.Validate(); err != nil {

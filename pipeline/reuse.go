@@ -55,6 +55,8 @@ const (
 	roleVideo  = "video"
 	rolePoster = "poster"
 	roleHLS    = "hls"
+	// roleMP4 is one of a recipe's MP4 renditions (Name: its name, "720p").
+	roleMP4 = "mp4"
 	// roleStoryboard is a storyboard's sprite or VTT (Name: the file's name).
 	roleStoryboard = "storyboard"
 )
@@ -70,6 +72,8 @@ func (o ReusedOutput) keyFor(k contracts.OutputKeys) (string, error) {
 		return k.Poster(), nil
 	case roleHLS:
 		return k.HLS(o.Name), nil
+	case roleMP4:
+		return mp4RenditionKey(k, o.Name), nil
 	case roleStoryboard:
 		return k.Storyboard(o.Name), nil
 	}

@@ -166,6 +166,9 @@ func describeRecipe(r pipeline.Recipe, cfg app.Config) string {
 		parts = append(parts, fmt.Sprintf("%s %d×%d %s %s q%d", v.Name, v.Width, v.Height, orDefault(string(v.Fit), "inside"), orDefault(string(v.Format), "webp"), v.Quality))
 	}
 	video := pipeline.DefaultVideo
+	if m := r.Video.MP4; m != nil {
+		video += fmt.Sprintf(" + mp4 %v", m)
+	}
 	if h := r.Video.HLS; h != nil {
 		var rungs []string
 		for _, g := range h.Rungs {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,6 +117,16 @@ func TestConfigFileMistakes(t *testing.T) {
 			[]string{":4:", "recipes.x.images[0].format", "must be one of webp, avif, jpeg, png, got \"gif\""}},
 		{"unsafe default", "recipes:\n  default:\n    images:\n      - {name: big, width: 4000, format: webp}\n",
 			[]string{":2:", "recipes.default", "must be named high, medium or low"}},
+		{"mp4 height zero", "recipes:\n  clip:\n    video:\n      mp4: [0]\n",
+			[]string{":4:13:", "recipes.clip.video.mp4[0]", "must be an even height from 2 to 4320", "got 0"}},
+		{"mp4 not a list", "recipes:\n  clip:\n    video:\n      mp4: \"x\"\n",
+			[]string{":4:12:", "recipes.clip.video.mp4", "must be a list of heights such as [1080, 720], got"}},
+		{"mp4 height twice", "recipes:\n  clip:\n    video:\n      mp4: [1080, 720, 1080]\n",
+			[]string{":4:24:", "recipes.clip.video.mp4[2]", "1080 appears twice (also recipes.clip.video.mp4[0])"}},
+		{"mp4 height as text", "recipes:\n  clip:\n    video:\n      mp4: [1080, tall]\n",
+			[]string{":4:19:", "recipes.clip.video.mp4[1]", "must be a whole number"}},
+		{"mp4 in the default", "recipes:\n  default:\n    video:\n      mp4: [720]\n",
+			[]string{":2:", "recipes.default", "its video stays one MP4 and a poster"}},
 		{"not yaml", "clamd: [\n", []string{"mediaworker.yaml"}},
 	}
 	for _, tc := range cases {
@@ -233,5 +244,26 @@ func TestConfigCheckIgnoresMWConfig(t *testing.T) {
 	good := writeConfig(t, goodConfig)
 	if code, out, errs := run(t, "config", "check", good); code != exitOK || !strings.Contains(out, good+": valid") {
 		t.Errorf("exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// A recipe's mp4 renditions are read from the file, said by `config`, and reach the pipeline's recipe.
+func TestConfigFileMP4Renditions(t *testing.T) {
+	path := writeConfig(t, "recipes:\n  clip:\n    video:\n      mp4: [1080, 720]\n      hls: {rungs: [{height: 720, max_kbps: 3000}]}\n")
+	code, out, errs := run(t, "config", "--config", path)
+	if code != exitOK || !strings.Contains(out, "video: default + mp4 [1080 720] + hls 720p≤3000kbps") {
+		t.Fatalf("config: exit %d\n%s%s", code, out, errs)
+	}
+	cfg := app.DefaultConfig()
+	c := newCommand("run", "", "")
+	bindRunSettings(c, &cfg)
+	if _, err := c.parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if !applyRecipes(c, &cfg, os.Stderr) {
+		t.Fatal("recipes refused")
+	}
+	if v := cfg.Pipeline.Recipes["clip"].Video; fmt.Sprint(v.MP4) != "[1080 720]" || v.HLS == nil || v.Storyboard != nil {
+		t.Errorf("clip's video: %+v", v)
 	}
 }
