@@ -1,0 +1,307 @@
+package transcoder
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"os"
+
+	"github.com/mediaworker/mediaworker/transcoder/vips"
+)
+
+// Memory estimates (issue 23): a job's peak memory, from the header alone, before anything is decoded,
+// so the worker's memory budget can admit jobs by the bytes they will hold and not only by count. The
+// estimates follow how libvips 8.14 and ffmpeg decode here, measured one job per process on this
+// worker's own calls (VmHWM above the idle RSS):
+//
+//   - What every image job holds: the decoded picture at the decode box (the largest variant's size;
+//     shrink-on-load or a streamed shrink gets there), the variants made from it, and libwebp's
+//     encoder state: about 10 bytes per pixel of the decode box (a 1920×1080 PNG 20.5 MiB, a 24 MP
+//     JPEG decoded to 2048 px 29 MiB), plus libvips' thread buffers.
+//   - What depends on the source: a baseline JPEG and a non-interlaced PNG stream through the shrink
+//     (a 24 MP one costs what a 12 MP one does), but a progressive JPEG keeps its whole coefficient
+//     array (2 bytes a sample at full size) and an interlaced PNG is decoded whole; libwebp decodes
+//     the scaled picture whole; GIF keeps a full-size canvas; libheif (HEIC, AVIF) has no
+//     shrink-on-load and decodes the whole picture into buffers of its own (a 24 MP HEIC held 139
+//     MiB, 4.5 bytes a pixel beside the rest); TIFF is counted whole (tiled and planar files are not
+//     streamed).
+//   - An animation kept as one holds every frame at the decode box, 4 bytes a pixel.
+//   - A video is ffmpeg's process: its libraries and codec tables, plus its frames in flight — the
+//     decoder's references and frame threads at the source's size, x264's lookahead and threads at
+//     the output's (a 1080p encode with 2 threads peaked at 275–290 MiB RSS, a 720p one at 160 MiB).
+
+const (
+	// imageJobBytes is what any image job holds besides its pixels (libvips' per-thread buffers, the
+	// metadata, the small copy the facts are computed from).
+	imageJobBytes = 8 << 20
+	// bytesPerDecodedPixel is the decoded picture, its smaller variants and libwebp's encoder state,
+	// per pixel of the decode box.
+	bytesPerDecodedPixel = 10
+	// bytesPerAlphaPixel is libwebp's lossless encoder of the alpha plane (hash chains and histograms),
+	// per pixel of the decode box of a picture with alpha: a 1920×1440 RGBA PNG held 97 MiB, 1600×1200
+	// 57 MiB.
+	bytesPerAlphaPixel = 24
+	// bytesPerAVIFPixel is libaom's encoder state per pixel of an AVIF variant.
+	bytesPerAVIFPixel = 24
+	// heifBytesPerPixel is libheif's whole-picture decode, per source pixel at 8 bits a sample.
+	heifBytesPerPixel = 4.5
+	// ffmpegBaseBytes is an ffmpeg process before its frames: libraries, codec and filter state.
+	ffmpegBaseBytes = 64 << 20
+)
+
+// imageMemoryInput is what an image's estimate depends on, read from its header.
+type imageMemoryInput struct {
+	format        string // jpeg, png, webp, gif, tiff, heif, avif, or another loader's name
+	width, height int    // stored (not turned by orientation: the pixel count is the same)
+	pages         int    // frames
+	bands         int
+	bytesPerBand  int  // 2 for 16-bit PNG and TIFF, else 1
+	alpha         bool // an alpha channel (its plane is encoded apart, losslessly, in WebP)
+	progressive   bool // a progressive JPEG
+	interlaced    bool // an Adam7-interlaced PNG
+	viaFFmpeg     bool // an APNG or AVIF sequence, decoded by ffmpeg into an animated WebP first
+}
+
+// estimateImage is the peak memory of transforming in into the variants of specs.
+func estimateImage(in imageMemoryInput, specs []ImageVariantSpec, cfg ImageConfig) int64 {
+	w, h := max(in.width, 1), max(in.height, 1)
+	bands, bpb := max(in.bands, 1), max(in.bytesPerBand, 1)
+	src := int64(w) * int64(h)
+	dw, dh := fitWithinBox(w, h, decodeBox(specs, w, h))
+	decoded := int64(dw) * int64(dh)
+
+	// Frames held: an animation some variant keeps, within the animation budget.
+	frames := int64(1)
+	keep := false
+	for _, s := range specs {
+		keep = keep || s.keepsAnimation()
+	}
+	animated := in.pages > 1 && (in.format == "gif" || in.format == "webp") || in.viaFFmpeg
+	if animated && keep && in.pages <= cfg.AnimationMaxFrames && decoded*int64(in.pages) <= cfg.AnimationMaxPixels {
+		frames = int64(in.pages)
+	}
+
+	n := int64(imageJobBytes) + decoded*bytesPerDecodedPixel
+	if frames > 1 {
+		n += decoded * 4 * frames
+	}
+	if in.alpha {
+		for _, s := range specs {
+			if s.format() == FormatWebP {
+				n += decoded * bytesPerAlphaPixel * frames
+				break
+			}
+		}
+	}
+	if bpb > 1 { // the thumbnail of a 16-bit source stays 16-bit until it is made sRGB
+		n += decoded * int64(bands) * int64(bpb-1)
+	}
+	for _, s := range specs {
+		if s.format() == FormatAVIF {
+			vw, vh := fitWithinBox(w, h, bounds{s.Width, s.Height})
+			n += int64(vw) * int64(vh) * bytesPerAVIFPixel
+		}
+	}
+
+	switch {
+	case in.viaFFmpeg:
+		n += ffmpegBaseBytes + decoded*4 // ffmpeg's decode beside, then libvips' canvas of its WebP
+	case in.format == "jpeg":
+		if in.progressive {
+			n += src * int64(bands) * 2
+		}
+	case in.format == "png":
+		if in.interlaced {
+			n += src * int64(bands) * int64(bpb)
+		}
+	case in.format == "webp":
+		n += decoded * 4
+		if in.pages > 1 {
+			n += src * 4 // the animation's canvas
+		}
+	case in.format == "gif":
+		n += src * 4
+	case in.format == "heif" || in.format == "avif":
+		n += int64(float64(src) * heifBytesPerPixel * float64(bpb))
+	default: // tiff and the rest: whole
+		n += src * int64(bands) * int64(bpb)
+	}
+	return n
+}
+
+// EstimateMemory is the peak memory transforming srcPath into the variants of specs (nil: the default
+// recipe) is expected to hold, from its header, without decoding it. A file whose header cannot be
+// read, or that the limits refuse from its header, is estimated at the least a job holds: the
+// transform refuses it before decoding anything.
+func (im *Images) EstimateMemory(srcPath string, specs []ImageVariantSpec) int64 {
+	if len(specs) == 0 {
+		specs = im.cfg.DefaultRecipe()
+	}
+	if ValidateImageRecipe(specs) != nil || im.Preload() != nil {
+		return imageJobBytes
+	}
+	sn := sniffImage(srcPath)
+	in := imageMemoryInput{viaFFmpeg: im.viaFFmpeg(sn)}
+	hdr, err := vips.ReadHeader(srcPath)
+	switch {
+	case err == nil:
+		if sn.Frames > 0 {
+			hdr.Pages = sn.Frames
+		}
+		if im.checkLimits(hdr) != nil {
+			return imageJobBytes
+		}
+		in.format = formatName(hdr.Loader)
+		in.width, in.height, in.pages, in.bands, in.alpha = hdr.Width, hdr.Height, hdr.Pages, hdr.Bands, hdr.HasAlpha
+	case in.viaFFmpeg:
+		// An AVIF sequence libheif cannot read: sized by ffprobe in the transform. Until then, the
+		// largest animation the budget keeps.
+		return imageJobBytes + ffmpegBaseBytes + im.cfg.AnimationMaxPixels*(4+bytesPerDecodedPixel)
+	default:
+		return imageJobBytes
+	}
+	if in.format == "heif" && sn.Format == "AVIF" {
+		in.format = "avif"
+	}
+	in.bytesPerBand, in.progressive, in.interlaced = fileDepth(srcPath, sn.Format)
+	return estimateImage(in, specs, im.cfg)
+}
+
+// fileDepth reads what the header libvips reports leaves out but memory depends on: the bytes per
+// sample of a PNG or TIFF, whether a JPEG is progressive and whether a PNG is interlaced. Whatever
+// cannot be read counts as 1 byte, baseline and not interlaced.
+func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced bool) {
+	bytesPerBand = 1
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	switch format {
+	case "PNG":
+		var ihdr [29]byte // signature, chunk length and type, width, height, depth, colour, ..., interlace
+		if _, err := io.ReadFull(f, ihdr[:]); err == nil && string(ihdr[12:16]) == "IHDR" {
+			if ihdr[24] == 16 {
+				bytesPerBand = 2
+			}
+			interlaced = ihdr[28] == 1
+		}
+	case "JPEG":
+		progressive = jpegProgressive(f)
+	case "TIFF":
+		if tiffBitsPerSample(f) > 8 {
+			bytesPerBand = 2
+		}
+	}
+	return
+}
+
+// jpegProgressive walks the JPEG's marker segments up to its first frame header: SOF2 (and the
+// arithmetic-coded SOF10, and their hierarchical kin) are progressive.
+func jpegProgressive(r io.ReadSeeker) bool {
+	var b [4]byte
+	if _, err := r.Seek(2, io.SeekStart); err != nil {
+		return false
+	}
+	for range 1000 { // a bound on segments before the frame header
+		if _, err := io.ReadFull(r, b[:2]); err != nil || b[0] != 0xFF {
+			return false
+		}
+		m := b[1]
+		if m == 0xFF || m == 0x01 || (m >= 0xD0 && m <= 0xD7) { // fill bytes, TEM, RSTn: no length
+			if m == 0xFF {
+				_, _ = r.Seek(-1, io.SeekCurrent)
+			}
+			continue
+		}
+		if m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC { // SOFn
+			return m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE
+		}
+		if _, err := io.ReadFull(r, b[2:4]); err != nil {
+			return false
+		}
+		n := int64(binary.BigEndian.Uint16(b[2:4])) - 2
+		if n < 0 {
+			return false
+		}
+		if _, err := r.Seek(n, io.SeekCurrent); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// tiffBitsPerSample reads BitsPerSample (tag 258) of a classic TIFF's first IFD; 0 when it cannot.
+func tiffBitsPerSample(r io.ReadSeeker) int {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if bytes.HasPrefix(hdr[:], []byte("MM")) {
+		bo = binary.BigEndian
+	}
+	if bo.Uint16(hdr[2:4]) != 42 { // BigTIFF (43) and anything else: unknown
+		return 0
+	}
+	if _, err := r.Seek(int64(bo.Uint32(hdr[4:8])), io.SeekStart); err != nil {
+		return 0
+	}
+	var cnt [2]byte
+	if _, err := io.ReadFull(r, cnt[:]); err != nil {
+		return 0
+	}
+	for i := 0; i < int(bo.Uint16(cnt[:])) && i < 4096; i++ {
+		var e [12]byte
+		if _, err := io.ReadFull(r, e[:]); err != nil {
+			return 0
+		}
+		if bo.Uint16(e[0:2]) != 258 {
+			continue
+		}
+		if bo.Uint32(e[4:8]) <= 2 { // one or two SHORTs: inline
+			return int(bo.Uint16(e[8:10]))
+		}
+		if _, err := r.Seek(int64(bo.Uint32(e[8:12])), io.SeekStart); err != nil {
+			return 0
+		}
+		var v [2]byte
+		if _, err := io.ReadFull(r, v[:]); err != nil {
+			return 0
+		}
+		return int(bo.Uint16(v[:]))
+	}
+	return 0
+}
+
+// videoFramesPerThread is how many frames in flight each of ffmpeg's threads adds (frame threads in
+// the decoder, x264's per-thread frames and lookahead share), and videoFramesHeld the frames held
+// whatever the threads (the decoder's references, x264's lookahead, the filter graph's queue):
+// calibrated so a 1080p and a 720p encode with 2 threads come out at their measured 275 and 160 MiB.
+const (
+	videoFramesPerThread = 12
+	videoFramesHeld      = 44
+)
+
+// EstimateMemory is the peak memory of transcoding the probed video: ffmpeg's base and its frames in
+// flight at the source's size (yuv420p, 1.5 bytes a pixel; twice that above 8 bits). A remux decodes
+// only the poster's frames.
+func (v *Videos) EstimateMemory(pr *VideoProbe) int64 {
+	if pr == nil {
+		return ffmpegBaseBytes
+	}
+	return estimateVideo(pr.Info.Width, pr.Info.Height, pr.Info.HDR != "", v.cfg.Threads, v.canRemux(pr.p))
+}
+
+// estimateVideo is EstimateMemory's arithmetic.
+func estimateVideo(w, h int, highDepth bool, threads int, remux bool) int64 {
+	frame := int64(w) * int64(h) * 3 / 2
+	if highDepth {
+		frame *= 2
+	}
+	held := int64(videoFramesHeld + videoFramesPerThread*max(threads, 1))
+	if remux { // the copy holds packets; the poster's run decodes a few frames
+		held = int64(16 + max(threads, 1))
+	}
+	return ffmpegBaseBytes + frame*held
+}
