@@ -152,6 +152,7 @@ type Pipeline struct {
 
 	reuse      Reuse
 	sigVersion SignatureVersion
+	memory     MemoryBudget
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -168,6 +169,9 @@ type Deps struct {
 	// nil: every upload is scanned and transformed.
 	Reuse            Reuse
 	SignatureVersion SignatureVersion
+	// Memory, if set, admits each transform by its expected memory (memory.go); nil: slots alone
+	// bound what runs at once.
+	Memory MemoryBudget
 }
 
 // New returns a pipeline.
@@ -180,7 +184,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
 		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
-		reuse: d.Reuse, sigVersion: d.SignatureVersion}, nil
+		reuse: d.Reuse, sigVersion: d.SignatureVersion, memory: d.Memory}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -210,6 +214,7 @@ type job struct {
 	probing      *pendingProbe          // a video's probe, started beside the scan (probe.go)
 	scanned      chan scanResult        // clamd's verdict on the downloaded bytes
 	outs         []output               // files the transform made, uploaded by the next step
+	memory       func()                 // gives back the memory admit took (memory.go)
 	out          Outcome
 }
 
@@ -230,6 +235,7 @@ type phase int
 
 const (
 	fetching phase = iota
+	admitting
 	transforming
 	storing
 )
@@ -263,6 +269,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		{"downloading", fetching, p.download},
 		{"scanning", fetching, p.scan},
 		{"detecting", fetching, p.detect},
+		{"waiting for memory", admitting, p.admit},
 		{"transforming", transforming, p.transform},
 		{"uploading", storing, p.upload},
 	}
@@ -312,6 +319,13 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 func (p *Pipeline) enter(j *job, ph phase) (context.Context, time.Duration) {
 	if j.endPhase != nil {
 		j.endPhase()
+	}
+	if ph == admitting {
+		// Waiting for memory is not a stall: another job holds it, and it ends when that job's
+		// transform does. Only the job's own context (a shutdown, a lost delivery) ends the wait.
+		ctx, cancel := context.WithCancel(j.ctx)
+		j.endPhase = cancel
+		return ctx, 0
 	}
 	if ph != transforming {
 		ctx, cancel := context.WithTimeoutCause(j.ctx, p.cfg.JobTimeout, ErrStalled)
@@ -369,6 +383,7 @@ func (p *Pipeline) fail(j *job, err error) Outcome {
 }
 
 func (j *job) cleanup() {
+	j.releaseMemory()
 	j.stopProbe()
 	if j.endPhase != nil {
 		j.endPhase()
@@ -469,6 +484,7 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 }
 
 func (p *Pipeline) transform(ctx context.Context, j *job) error {
+	defer j.releaseMemory() // the outputs are files now: uploading them holds no pictures
 	// The outputs go next to the input: the transformers use fixed names that cannot be "input", and
 	// a directory less per job is a mkdir and rmdir less (measurable at hundreds of jobs a second).
 	outDir := j.dir
