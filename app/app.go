@@ -14,6 +14,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/contracts"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/membudget"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
 	"github.com/mediaworker/mediaworker/objstore/s3"
@@ -38,6 +39,7 @@ type App struct {
 	sigs     *signatureWatch
 	deps     *Deps // the pull loops' admission: intake pauses while a dependency is down
 	console  *consoleState
+	memory   *membudget.Budget // nil: no memory budget (MaxMemory 0)
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	metrics  *metrics
@@ -130,11 +132,22 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		reuse, sigVersion = natsjs.NewReuseMemory(a.js, cfg.Streams, cfg.Reuse), signatureVersion(a.scanner)
 		cfg.Pipeline.ReuseFingerprint = reuseFingerprint(cfg)
 	}
-	pipe, err := pipeline.New(cfg.Pipeline, pipeline.Deps{
+	pdeps := pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
 		SignURL: a.signURL(), Reuse: reuse, SignatureVersion: sigVersion,
-	})
+	}
+	if cfg.MaxMemory > 0 {
+		// One budget for both lanes: an image decoded in this process and ffmpeg beside it take from
+		// the same machine.
+		if a.memory, err = membudget.New(cfg.MaxMemory); err != nil {
+			return nil, fmt.Errorf("creating the memory budget (MaxMemory): %w", err)
+		}
+		a.closers = append(a.closers, func() { _ = a.memory.Close() })
+		pdeps.Memory = a.memory
+		a.metrics.watchMemory(a.memory)
+	}
+	pipe, err := pipeline.New(cfg.Pipeline, pdeps)
 	if err != nil {
 		return nil, err
 	}

@@ -130,6 +130,10 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 			snap.Slots = append(snap.Slots, console.Slots{Kind: l.Name, Active: l.Busy(), Max: l.Size})
 		}
 	}
+	if a.memory != nil {
+		m := a.memory.Stats()
+		snap.Memory = &console.Memory{InUse: m.InUse, Budget: m.Size, Peak: m.Peak, Waiting: m.Waiting}
+	}
 	return snap
 }
 

@@ -61,7 +61,7 @@ var sections = []section{
 		{"max_signature_age", "max-signature-age"},
 	}},
 	{"limits", "limits on what an upload may be or cost", []settingKey{
-		{"max_input_bytes", "max-input-bytes"},
+		{"max_input_bytes", "max-input-bytes"}, {"max_memory", "max-memory"},
 		{"image_max_pixels", "image-max-pixels"}, {"image_max_frames", "image-max-frames"},
 		{"image_max_metadata_bytes", "image-max-metadata-bytes"},
 		{"image_animation_max_frames", "image-animation-max-frames"},
