@@ -9,52 +9,25 @@ import (
 	"image"
 	"image/color"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
 // The ThumbHash tests judge the Go port by Evan Wallace's reference implementation, run under node from
 // testdata/node (npm package "thumbhash", pinned by package-lock.json). A UI decodes our hashes with
 // that code or a port of it, so it is the one whose answer counts.
 
-var nodeSetup struct {
-	once sync.Once
-	err  error
-	out  []byte
-}
-
 // referenceThumbHash sends requests to testdata/node/reference.mjs and returns its answers, installing
 // the pinned package first with `npm ci` when node_modules is missing (a fresh clone, CI).
 func referenceThumbHash(t *testing.T, reqs []any, answers any) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	npm, npmErr := exec.LookPath("npm")
-	if err != nil || npmErr != nil {
-		// CI and the dev machines have node; only a machine without it may skip, and CI never does.
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node/npm not found (%v, %v): the ThumbHash reference cannot run", err, npmErr)
-		}
-		t.Skipf("node/npm not found: the ThumbHash reference cannot run here")
-	}
 	dir := filepath.Join("testdata", "node")
-	nodeSetup.once.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "thumbhash", "package.json")); err == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
-		nodeSetup.out, nodeSetup.err = cmd.CombinedOutput()
-	})
-	if nodeSetup.err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, nodeSetup.err, nodeSetup.out)
-	}
+	node := testenv.NPMPackages(t, dir, filepath.Join("thumbhash", "package.json"))
 
 	in, err := json.Marshal(reqs)
 	if err != nil {

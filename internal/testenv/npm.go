@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// NPMPackages makes sure the npm packages pinned by dir's package-lock.json are installed (a test's
+// reference implementation or player: npm "thumbhash", hls.js) and returns node's path. `npm ci` runs
+// in dir only when marker, a file under dir/node_modules, is missing (a fresh clone, CI), and under an
+// exclusive lock on a file in dir: go test runs packages' tests in parallel processes, and two
+// installs into one node_modules at once would break both. Node and npm are required like every other
+// program the tests use (RequireBinary): scripts/install-deps.sh --test installs them.
+func NPMPackages(t testing.TB, dir, marker string) (node string) {
+	t.Helper()
+	node = RequireBinary(t, "node")
+	npm := RequireBinary(t, "npm")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", marker)); err == nil {
+		return node
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".npm-install.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("locking %s for npm ci: %v", dir, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("locking %s for npm ci: %v", dir, err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", marker)); err == nil {
+		return node // another package's test installed it while this one waited
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	return node
+}
