@@ -41,6 +41,12 @@ const (
 	// per pixel of the decode box of a picture with alpha: a 1920×1440 RGBA PNG held 97 MiB, 1600×1200
 	// 57 MiB.
 	bytesPerAlphaPixel = 24
+	// bytesPerAnimationFrame is what each frame of a kept animation holds, per pixel of the decode box:
+	// the decoded RGBA frame and libwebp's animation encoder's copy of it; bytesPerAnimationPixel is
+	// that encoder's working canvases (previous, current, lossy and lossless candidates). A 24-frame
+	// 703×681 GIF held 110 MiB, an 8-frame 990×1050 WebP 104 MiB.
+	bytesPerAnimationFrame = 8
+	bytesPerAnimationPixel = 40
 	// bytesPerAVIFPixel is libaom's encoder state per pixel of an AVIF variant.
 	bytesPerAVIFPixel = 24
 	// heifBytesPerPixel is libheif's whole-picture decode, per source pixel at 8 bits a sample.
@@ -58,8 +64,11 @@ type imageMemoryInput struct {
 	bytesPerBand  int  // 2 for 16-bit PNG and TIFF, else 1
 	alpha         bool // an alpha channel (its plane is encoded apart, losslessly, in WebP)
 	progressive   bool // a progressive JPEG
-	interlaced    bool // an Adam7-interlaced PNG
-	viaFFmpeg     bool // an APNG or AVIF sequence, decoded by ffmpeg into an animated WebP first
+	// samples is a JPEG's samples per pixel over its components (3 for 4:4:4 colour, 1.5 for 4:2:0,
+	// 1 for grey): its coefficient array's size per pixel; 0 counts as bands.
+	samples    float64
+	interlaced bool // an Adam7-interlaced PNG
+	viaFFmpeg  bool // an APNG or AVIF sequence, decoded by ffmpeg into an animated WebP first
 }
 
 // estimateImage is the peak memory of transforming in into the variants of specs.
@@ -83,12 +92,12 @@ func estimateImage(in imageMemoryInput, specs []ImageVariantSpec, cfg ImageConfi
 
 	n := int64(imageJobBytes) + decoded*bytesPerDecodedPixel
 	if frames > 1 {
-		n += decoded * 4 * frames
+		n += decoded * (bytesPerAnimationFrame*frames + bytesPerAnimationPixel)
 	}
-	if in.alpha {
+	if in.alpha { // one frame's alpha plane at a time
 		for _, s := range specs {
 			if s.format() == FormatWebP {
-				n += decoded * bytesPerAlphaPixel * frames
+				n += decoded * bytesPerAlphaPixel
 				break
 			}
 		}
@@ -108,7 +117,11 @@ func estimateImage(in imageMemoryInput, specs []ImageVariantSpec, cfg ImageConfi
 		n += ffmpegBaseBytes + decoded*4 // ffmpeg's decode beside, then libvips' canvas of its WebP
 	case in.format == "jpeg":
 		if in.progressive {
-			n += src * int64(bands) * 2
+			samples := in.samples
+			if samples <= 0 {
+				samples = float64(bands)
+			}
+			n += int64(float64(src) * samples * 2) // a 16-bit coefficient per sample
 		}
 	case in.format == "png":
 		if in.interlaced {
@@ -163,14 +176,14 @@ func (im *Images) EstimateMemory(srcPath string, specs []ImageVariantSpec) int64
 	if in.format == "heif" && sn.Format == "AVIF" {
 		in.format = "avif"
 	}
-	in.bytesPerBand, in.progressive, in.interlaced = fileDepth(srcPath, sn.Format)
+	in.bytesPerBand, in.progressive, in.interlaced, in.samples = fileDepth(srcPath, sn.Format)
 	return estimateImage(in, specs, im.cfg)
 }
 
 // fileDepth reads what the header libvips reports leaves out but memory depends on: the bytes per
-// sample of a PNG or TIFF, whether a JPEG is progressive and whether a PNG is interlaced. Whatever
-// cannot be read counts as 1 byte, baseline and not interlaced.
-func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced bool) {
+// sample of a PNG or TIFF, whether a JPEG is progressive and its samples per pixel, and whether a PNG
+// is interlaced. Whatever cannot be read counts as 1 byte, baseline and not interlaced.
+func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced bool, samples float64) {
 	bytesPerBand = 1
 	f, err := os.Open(path)
 	if err != nil {
@@ -187,7 +200,7 @@ func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced b
 			interlaced = ihdr[28] == 1
 		}
 	case "JPEG":
-		progressive = jpegProgressive(f)
+		progressive, samples = jpegFrame(f)
 	case "TIFF":
 		if tiffBitsPerSample(f) > 8 {
 			bytesPerBand = 2
@@ -196,16 +209,17 @@ func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced b
 	return
 }
 
-// jpegProgressive walks the JPEG's marker segments up to its first frame header: SOF2 (and the
-// arithmetic-coded SOF10, and their hierarchical kin) are progressive.
-func jpegProgressive(r io.ReadSeeker) bool {
+// jpegFrame walks the JPEG's marker segments up to its first frame header: SOF2 (and the
+// arithmetic-coded SOF10, and their hierarchical kin) are progressive. samples is the frame's samples
+// per pixel, from its components' sampling factors (0 when unread).
+func jpegFrame(r io.ReadSeeker) (progressive bool, samples float64) {
 	var b [4]byte
 	if _, err := r.Seek(2, io.SeekStart); err != nil {
-		return false
+		return false, 0
 	}
 	for range 1000 { // a bound on segments before the frame header
 		if _, err := io.ReadFull(r, b[:2]); err != nil || b[0] != 0xFF {
-			return false
+			return false, 0
 		}
 		m := b[1]
 		if m == 0xFF || m == 0x01 || (m >= 0xD0 && m <= 0xD7) { // fill bytes, TEM, RSTn: no length
@@ -215,20 +229,44 @@ func jpegProgressive(r io.ReadSeeker) bool {
 			continue
 		}
 		if m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC { // SOFn
-			return m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE
+			return m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE, sofSamples(r)
 		}
 		if _, err := io.ReadFull(r, b[2:4]); err != nil {
-			return false
+			return false, 0
 		}
 		n := int64(binary.BigEndian.Uint16(b[2:4])) - 2
 		if n < 0 {
-			return false
+			return false, 0
 		}
 		if _, err := r.Seek(n, io.SeekCurrent); err != nil {
-			return false
+			return false, 0
 		}
 	}
-	return false
+	return false, 0
+}
+
+// sofSamples reads a frame header's components (r is just past its marker) and returns the samples
+// per pixel: each component's sampling factors over the largest ones (4:2:0 colour is 1 + ¼ + ¼).
+func sofSamples(r io.Reader) float64 {
+	var h [8]byte // length, precision, height, width, components
+	if _, err := io.ReadFull(r, h[:]); err != nil || h[7] == 0 || h[7] > 4 {
+		return 0
+	}
+	comps := make([]byte, 3*int(h[7]))
+	if _, err := io.ReadFull(r, comps); err != nil {
+		return 0
+	}
+	var hmax, vmax, sum float64
+	for i := 0; i < len(comps); i += 3 {
+		hmax, vmax = max(hmax, float64(comps[i+1]>>4)), max(vmax, float64(comps[i+1]&15))
+	}
+	if hmax == 0 || vmax == 0 {
+		return 0
+	}
+	for i := 0; i < len(comps); i += 3 {
+		sum += float64(comps[i+1]>>4) * float64(comps[i+1]&15) / (hmax * vmax)
+	}
+	return sum
 }
 
 // tiffBitsPerSample reads BitsPerSample (tag 258) of a classic TIFF's first IFD; 0 when it cannot.
