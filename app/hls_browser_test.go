@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,6 +209,7 @@ type hlsPlayerState struct {
 	Frames         int      `json:"frames"`
 	VideoWidth     int      `json:"videoWidth"`
 	VideoHeight    int      `json:"videoHeight"`
+	BufferedStart  float64  `json:"bufferedStart"`
 }
 
 // pictureStats tells a picture from a blank frame: the share of pixels that are not near black, the
@@ -350,6 +352,21 @@ func TestHLSPlaysInABrowser(t *testing.T) {
 	}
 	if len(st.Errors) > 0 {
 		t.Logf("non-fatal hls.js errors: %q", st.Errors)
+	}
+	// No hole at the start: hls.js once reported "fragment loaded with buffer holes, seeking from 0 to
+	// 0.18" on the first 720p segment (the video started at 0.08 s behind an empty edit list, which
+	// MSE players ignore); the buffered media must start at 0 and no gap be seeked over.
+	for _, e := range st.Errors {
+		if strings.Contains(e, "bufferSeekOverHole") || strings.Contains(e, "buffer holes") || strings.Contains(e, "bufferNudgeOnStall") {
+			t.Errorf("hls.js reports a gap in the buffer: %s", e)
+		}
+	}
+	if st.BufferedStart < 0 || st.BufferedStart > 0.01 {
+		t.Errorf("the buffered media starts at %.3f s, want 0 (no hole at the start)", st.BufferedStart)
+	}
+	// 8 s and the audio's 21 ms of AAC priming at most: the video's old 0.08 s start offset made it 8.08.
+	if st.Duration > 8.03 {
+		t.Errorf("the playlist plays for %.3f s, want the clip's 8 s (a start offset lengthens it)", st.Duration)
 	}
 
 	if shot == nil {

@@ -286,15 +286,19 @@ func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string 
 			// Metadata (GPS position, device, names) stays behind, as it does for the MP4.
 			"-map_metadata", "-1", "-map_chapters", "-1",
 			// Every rendition's and the audio's first sample at 0 in the segments' own timeline
-			// (tfdt + composition offset), which is what MSE players such as hls.js go by: x264's
-			// B-frames start the video's decode timeline a frame or two before 0, and the default
-			// (make_non_negative) shifted the video to start at 0.08 s and the audio at 0.06 s behind
-			// an empty edit, which hls.js, ignoring edit lists, played as a 0.18 s hole at the start
-			// of the first segment it loaded. Kept negative, the decode times are written as
-			// negative composition offsets (trun version 1), the video's first frame shown at 0, and
-			// the audio's priming samples are cut by its edit list alone.
+			// (tfdt + composition offset), which is what MSE players such as hls.js go by, and no
+			// edit list. x264's B-frames start the video's decode timeline a frame or two before 0,
+			// and the default (make_non_negative) shifted the video to start at 0.08 s and the audio
+			// at 0.06 s behind empty edits, which hls.js, ignoring them, played as a 0.18 s hole at
+			// the start of the first segment it loaded. Kept negative, the decode times are written
+			// as negative composition offsets (trun version 1), the video's first frame shown at 0.
+			// Without an edit list the audio's AAC priming (1024 samples, 21 ms) plays as silence at
+			// its start instead of being cut by one: cut, it left the audio playlist's durations
+			// 21 ms longer than what hls.js buffered, and a last segment holding that much alone
+			// (an 8 s clip in 2 s segments) never counted as buffered, so hls.js never ended the
+			// stream and Chromium stopped 0.2 s before the end.
 			"-avoid_negative_ts", "disabled",
-			"-hls_segment_options", "movflags=+negative_cts_offsets",
+			"-hls_segment_options", "movflags=+negative_cts_offsets:use_editlist=0",
 			"-f", "hls",
 			"-hls_time", segs,
 			"-hls_playlist_type", "vod",

@@ -224,8 +224,8 @@ func TestRenditionsSparseKeyframesEncode(t *testing.T) {
 // The ladder's segments start every rendition and the audio at 0 in the segments' own timeline
 // (tfdt + the first sample's composition offset), which MSE players such as hls.js go by, ignoring
 // edit lists: hls.js reported a 0.18 s hole at the start when the video started at 0.08 s (B-frames'
-// delay) behind an empty edit. No edit list may delay a track either (an empty edit), for players
-// that do apply them. (ffprobe is no judge here: its MP4 demuxer shifts negative composition offsets.)
+// delay) behind an empty edit. No edit list is written (hls.js and the playlists' durations would
+// disagree with one). (ffprobe is no judge here: its MP4 demuxer shifts negative composition offsets.)
 func TestLadderStartsAtZero(t *testing.T) {
 	v := newLadderVideos(t)
 	ctx := context.Background()
@@ -247,12 +247,8 @@ func TestLadderStartsAtZero(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range boxPayloads(init, "elst") {
-			// version, flags, count, then (duration, media_time) pairs: media_time -1 is an empty edit.
-			if len(e) >= 16 && e[0] == 0 && int32(binary.BigEndian.Uint32(e[12:])) == -1 ||
-				len(e) >= 24 && e[0] == 1 && int64(binary.BigEndian.Uint64(e[16:])) == -1 {
-				t.Errorf("%s's init segment delays the track with an empty edit", n)
-			}
+		if e := boxPayloads(init, "elst"); len(e) > 0 {
+			t.Errorf("%s's init segment has an edit list", n)
 		}
 		tfdt := boxPayloads(seg, "tfdt")
 		trun := boxPayloads(seg, "trun")
