@@ -56,7 +56,8 @@ func (p *Pipeline) videoRecipeOutputs(ctx context.Context, j *job, outDir string
 			ladder = &res
 			break
 		}
-		res, err := rm.Renditions(ctx, j.probe, outDir, transcoder.RenditionsSpec{MP4: vr.MP4, HLS: vr.HLS})
+		// The job's MP4 is made (transformVideo) before: a rendition of its size is that file, linked.
+		res, err := rm.Renditions(ctx, j.probe, outDir, transcoder.RenditionsSpec{MP4: vr.MP4, HLS: vr.HLS, ReuseMP4: true})
 		if err != nil {
 			return nil, err
 		}

@@ -56,6 +56,9 @@ func ValidateMP4Heights(hs []int) error {
 type RenditionsSpec struct {
 	MP4 []int
 	HLS *LadderSpec
+	// ReuseMP4 lets the job's MP4 (outDir/video.mp4, which TransformProbed wrote with the same
+	// encoder settings) stand for an MP4 rendition of its frame size: linked, not encoded again.
+	ReuseMP4 bool
 }
 
 // MP4Rendition is one MP4 written.
@@ -65,6 +68,7 @@ type MP4Rendition struct {
 	Width, Height int    // frame size as written
 	Info          VideoInfo
 	Remuxed       bool // copied from the input, not encoded
+	Reused        bool // the job's MP4 (RenditionsSpec.ReuseMP4), linked
 }
 
 // RenditionsResult is what Renditions wrote.
@@ -81,6 +85,7 @@ type mp4Plan struct {
 	name          string
 	width, height int
 	copy          bool
+	reuse         string // the job's MP4 to link, "" to make it in the run
 	path          string
 }
 
@@ -138,11 +143,16 @@ func (pl renditionPlan) encodedSizes() [][2]int {
 		}
 	}
 	for _, m := range pl.mp4 {
-		if !m.copy {
+		if !m.copy && m.reuse == "" {
 			out = append(out, [2]int{m.width, m.height})
 		}
 	}
 	return out
+}
+
+// runs reports whether the plan needs an ffmpeg run: not when every rendition is a link.
+func (pl renditionPlan) runs() bool {
+	return len(pl.hls) > 0 || slices.ContainsFunc(pl.mp4, func(m mp4Plan) bool { return m.reuse == "" })
 }
 
 // renditionGraph is the filter graph for frames of the given sizes, tallest first: deinterlacing,
@@ -313,6 +323,9 @@ func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string 
 	}
 
 	for _, m := range pl.mp4 {
+		if m.reuse != "" {
+			continue
+		}
 		if m.copy {
 			// The remux fast path's output: the input's streams, copied.
 			args = append(args, "-map", inVideo)
@@ -411,6 +424,19 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 		}
 		// The tallest is the input's own size when the input fits it: the remux fast path's.
 		pl.mp4[0].copy = copyable && pl.mp4[0].width == w && pl.mp4[0].height == h
+		if spec.ReuseMP4 {
+			// The job's MP4 is what a rendition of its size would be (same encoder, same settings,
+			// or the same copy): linked rather than encoded twice.
+			job := filepath.Join(outDir, mp4Name)
+			if info, err := readMP4Info(job); err == nil {
+				for i := range pl.mp4 {
+					if m := &pl.mp4[i]; m.width == info.Width && m.height == info.Height {
+						m.reuse, m.copy = job, false
+						break
+					}
+				}
+			}
+		}
 	}
 	if spec.HLS != nil {
 		if pl.hls, err = planLadder(w, h, spec.HLS.Rungs); err != nil {
@@ -445,7 +471,20 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 		}
 	}
 
-	err = v.runRenditions(ctx, src, p, pl)
+	for _, m := range pl.mp4 {
+		if m.reuse == "" {
+			continue
+		}
+		os.Remove(m.path)
+		if err := os.Link(m.reuse, m.path); err != nil {
+			return RenditionsResult{}, internal("linking the job's mp4", err)
+		}
+	}
+	if !pl.runs() {
+		err = nil
+	} else {
+		err = v.runRenditions(ctx, src, p, pl)
+	}
 	var te *toolError
 	if err != nil && ctx.Err() == nil && (pl.hlsCopy >= 0 || (len(pl.mp4) > 0 && pl.mp4[0].copy)) &&
 		!(errors.As(err, &te) && te.hitCPULimit()) {
@@ -469,7 +508,8 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 		if err := v.checkOutput(m.path, p.info, info); err != nil {
 			return RenditionsResult{}, err
 		}
-		res.MP4 = append(res.MP4, MP4Rendition{Name: m.name, Path: m.path, Width: info.Width, Height: info.Height, Info: info, Remuxed: m.copy})
+		res.MP4 = append(res.MP4, MP4Rendition{Name: m.name, Path: m.path, Width: info.Width, Height: info.Height, Info: info,
+			Remuxed: m.copy, Reused: m.reuse != ""})
 	}
 	if pl.hls != nil {
 		lr, err := readLadder(pl.dir, pl.hls, p.audioStream >= 0)

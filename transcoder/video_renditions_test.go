@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
 // phoneClip writes a clip shaped like a phone's or a web upload's: H.264 (x264 veryfast, a keyframe
@@ -312,8 +314,9 @@ func boxPayloads(b []byte, typ string) [][]byte {
 	return out
 }
 
-// The CPU a recipe's renditions cost on a 1080p H.264 upload, with the remux path and without it
-// (VideoConfig.Remux off): the copied 1080p MP4 and HLS rung must cost far less than encoding them.
+// The CPU a recipe's video work costs on a 1080p H.264 upload (the job's MP4 and poster, then mp4
+// [1080, 720] and hls [1080, 720]), with the remux path and without it (VideoConfig.Remux off): the
+// copied MP4 (which the 1080p rendition links) and HLS rung must cost far less than encoding them.
 func TestRenditionsRemuxCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures two full runs")
@@ -331,8 +334,14 @@ func TestRenditionsRemuxCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The job's video work: its MP4 and poster, then the recipe's renditions.
+		out := t.TempDir()
 		before := ladderChildCPU()
-		res, err := v.Renditions(context.Background(), pr, t.TempDir(), spec)
+		if _, err := v.TransformProbed(context.Background(), pr, out); err != nil {
+			t.Fatal(err)
+		}
+		spec.ReuseMP4 = true
+		res, err := v.Renditions(context.Background(), pr, out, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,10 +349,11 @@ func TestRenditionsRemuxCPU(t *testing.T) {
 	}
 	with, rw := cpu(true)
 	without, ro := cpu(false)
-	t.Logf("mp4 [1080, 720] + hls [1080, 720] of a 10 s 1080p30 H.264 clip: %s CPU with the remux path (copied: mp4 %v, hls %q), %s without",
-		with.Round(time.Millisecond), rw.MP4[0].Remuxed, rw.HLSCopied, without.Round(time.Millisecond))
-	if !rw.MP4[0].Remuxed || rw.HLSCopied == "" || ro.MP4[0].Remuxed || ro.HLSCopied != "" {
-		t.Fatalf("with remux: %v %q; without: %v %q", rw.MP4[0].Remuxed, rw.HLSCopied, ro.MP4[0].Remuxed, ro.HLSCopied)
+	t.Logf("a job's MP4 + poster + mp4 [1080, 720] + hls [1080, 720] of a 10 s 1080p30 H.264 clip: %s CPU with the remux path (hls rung copied: %q), %s without",
+		with.Round(time.Millisecond), rw.HLSCopied, without.Round(time.Millisecond))
+	// The 1080p rendition is the job's MP4 either way (remuxed with the path, encoded without).
+	if !rw.MP4[0].Reused || rw.HLSCopied == "" || !ro.MP4[0].Reused || ro.HLSCopied != "" {
+		t.Fatalf("with remux: %+v %q; without: %+v %q", rw.MP4[0], rw.HLSCopied, ro.MP4[0], ro.HLSCopied)
 	}
 	if float64(with) > 0.6*float64(without) {
 		t.Errorf("with the remux path the run took %s of CPU, without %s: want far less", with, without)
@@ -394,5 +404,38 @@ func TestValidateMP4Heights(t *testing.T) {
 		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
 			t.Errorf("%q: %v, want %q", hs, err, want)
 		}
+	}
+}
+
+// The job's MP4 stands for a rendition of its size (ReuseMP4): an upload that must be encoded
+// (MJPEG) is encoded once at 360p for the MP4 and its 360p rendition, which is the same file, linked;
+// the 240p one is encoded.
+func TestRenditionsReuseTheJobsMP4(t *testing.T) {
+	v := newLadderVideos(t)
+	ctx := context.Background()
+	src := testenv.MakeVideo(t, t.TempDir(), "cam.mov", testenv.VideoOpts{Width: 640, Height: 360, Seconds: 3, FPS: 25, VCodec: "mjpeg", ACodec: "aac"})
+	pr, err := v.Probe(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	job, err := v.TransformProbed(ctx, pr, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := v.Renditions(ctx, pr, out, RenditionsSpec{MP4: []int{1080, 240}, ReuseMP4: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.MP4) != 2 || !res.MP4[0].Reused || res.MP4[0].Height != 360 || res.MP4[1].Reused || res.MP4[1].Height != 240 {
+		t.Fatalf("renditions %+v, want 360p reused and 240p encoded", res.MP4)
+	}
+	a, _ := os.Stat(job.MP4Path)
+	b, _ := os.Stat(res.MP4[0].Path)
+	if !os.SameFile(a, b) {
+		t.Errorf("the 360p rendition is not the job's MP4")
+	}
+	if ss := probeStreams(t, res.MP4[1].Path); ss[0].Codec != "h264" || ss[0].Height != 240 {
+		t.Errorf("240p: %+v", ss)
 	}
 }
