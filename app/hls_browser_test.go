@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,38 +32,13 @@ import (
 // pinned by testdata/hlsplayer/package-lock.json and installed there for the test only (the product
 // ships no player). The page comes from another origin than the worker's, as a customer's site would.
 
-var hlsPlayerSetup struct {
-	once sync.Once
-	err  error
-	out  []byte
-}
-
-// hlsPlayerDir installs the pinned hls.js with `npm ci` when node_modules is missing (a fresh clone, CI)
-// and returns the package's directory.
+// hlsPlayerDir installs the pinned hls.js with `npm ci` when node_modules lacks it (a fresh clone, CI;
+// testenv.NPMPackages, which requires node and npm like every other program the tests use) and
+// returns the package's directory.
 func hlsPlayerDir(t *testing.T) string {
 	t.Helper()
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		// CI and the dev machines have npm; only a machine without it may skip, and CI never does.
-		if os.Getenv("CI") != "" {
-			t.Fatalf("npm not found (%v): hls.js cannot be installed for the player test", err)
-		}
-		t.Skipf("npm not found: hls.js cannot be installed for the player test here")
-	}
 	dir := filepath.Join("testdata", "hlsplayer")
-	hlsPlayerSetup.once.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "hls.js", "dist", "hls.min.js")); err == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
-		hlsPlayerSetup.out, hlsPlayerSetup.err = cmd.CombinedOutput()
-	})
-	if hlsPlayerSetup.err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, hlsPlayerSetup.err, hlsPlayerSetup.out)
-	}
+	testenv.NPMPackages(t, dir, filepath.Join("hls.js", "dist", "hls.min.js"))
 	return dir
 }
 
