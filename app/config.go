@@ -83,7 +83,7 @@ type Config struct {
 // DefaultMaxMemory is the memory budget's default: with it and the default slots, the worker's peak
 // RSS stayed under 300 MiB over three passes of a mixed corpus of real files (bench/RESULTS.md,
 // "Memory"), its idle RSS and the embedded NATS server included.
-const DefaultMaxMemory = 192 << 20
+const DefaultMaxMemory = 128 << 20
 
 // DefaultConfig returns the embedded, single-machine default of DESIGN.md.
 func DefaultConfig() Config {
