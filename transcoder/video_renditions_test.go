@@ -9,12 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/progress"
 )
 
 // phoneClip writes a clip shaped like a phone's or a web upload's: H.264 (x264 veryfast, a keyframe
@@ -98,11 +101,24 @@ func TestRenditionsRemuxWhatFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	res, err := v.Renditions(ctx, pr, out, RenditionsSpec{MP4: []int{720, 1080},
+	// Progress flows across the whole run, copies and encodes alike: several reports, rising to 1.
+	var mu sync.Mutex
+	var got []float64
+	pctx := progress.With(ctx, func(f float64) {
+		mu.Lock()
+		got = append(got, f)
+		mu.Unlock()
+	})
+	res, err := v.Renditions(pctx, pr, out, RenditionsSpec{MP4: []int{720, 1080},
 		HLS: &LadderSpec{Rungs: []LadderRung{{1080, 20000}, {720, 3000}, {480, 1200}}}})
 	if err != nil {
 		t.Fatalf("Renditions: %v", err)
 	}
+	mu.Lock()
+	if len(got) < 3 || got[len(got)-1] != 1 || !slices.IsSorted(got) || got[0] > 0.5 {
+		t.Errorf("progress reports %v: want several from early on, rising to 1", got)
+	}
+	mu.Unlock()
 	if len(res.MP4) != 2 || res.MP4[0].Name != "1080p" || res.MP4[1].Name != "720p" {
 		t.Fatalf("mp4 renditions %+v, want 1080p then 720p", res.MP4)
 	}
