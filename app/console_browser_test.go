@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -42,94 +41,6 @@ func chromium(t *testing.T, args ...string) []byte {
 		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
 	}
 	return out
-}
-
-// chromiumWait opens url in headless Chromium, driven over the DevTools protocol on a pipe, and
-// evaluates expr (JavaScript giving a string) in the page every 200 ms until done accepts its value or
-// 30 s pass; it returns the last value. For what --dump-dom cannot tell, such as an image's natural size.
-func chromiumWait(t *testing.T, url, expr string, done func(string) bool) string {
-	t.Helper()
-	bin := testenv.RequireBinary(t, "chromium")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-extensions", "--disable-background-networking", "--mute-audio",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-pipe", "--window-size=1400,1000")
-	// Chromium reads the protocol's commands on fd 3 and writes its answers on fd 4, each ended by a NUL.
-	cmdR, cmdW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.ExtraFiles, cmd.Stderr = []*os.File{cmdR, outW}, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmdR.Close()
-	outW.Close()
-	defer func() {
-		cmdW.Close() // Chromium exits when its pipe closes
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		outR.Close()
-	}()
-	answers := bufio.NewReader(outR)
-	id := 0
-	call := func(session, method string, params any) json.RawMessage {
-		id++
-		msg, _ := json.Marshal(map[string]any{"id": id, "method": method, "params": params, "sessionId": session})
-		if session == "" {
-			msg, _ = json.Marshal(map[string]any{"id": id, "method": method, "params": params})
-		}
-		if _, err := cmdW.Write(append(msg, 0)); err != nil {
-			t.Fatalf("DevTools %s: %v\n%s", method, err, stderr.String())
-		}
-		for { // events come between the answers: skip them
-			line, err := answers.ReadBytes(0)
-			if err != nil {
-				t.Fatalf("DevTools %s: %v\n%s", method, err, stderr.String())
-			}
-			var ans struct {
-				ID     int             `json:"id"`
-				Result json.RawMessage `json:"result"`
-				Error  *struct{ Message string }
-			}
-			if json.Unmarshal(line[:len(line)-1], &ans) != nil || ans.ID != id {
-				continue
-			}
-			if ans.Error != nil {
-				t.Fatalf("DevTools %s: %s", method, ans.Error.Message)
-			}
-			return ans.Result
-		}
-	}
-	var target struct{ TargetID string }
-	_ = json.Unmarshal(call("", "Target.createTarget", map[string]any{"url": url}), &target)
-	var attached struct{ SessionID string }
-	_ = json.Unmarshal(call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}), &attached)
-	var last string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		var ev struct {
-			Result struct{ Value any }
-		}
-		_ = json.Unmarshal(call(attached.SessionID, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}), &ev)
-		if s, ok := ev.Result.Value.(string); ok {
-			if last = s; done(s) {
-				break
-			}
-		}
-	}
-	return last
 }
 
 // TestConsoleInABrowser processes a photo, an EICAR file, a PDF and a short video on a real worker (real

@@ -1,10 +1,6 @@
 package app_test
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -15,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -40,126 +35,6 @@ func hlsPlayerDir(t *testing.T) string {
 	dir := filepath.Join("testdata", "hlsplayer")
 	testenv.NPMPackages(t, dir, filepath.Join("hls.js", "dist", "hls.min.js"))
 	return dir
-}
-
-// devtools is a headless Chromium driven over the DevTools protocol on a pipe, like chromiumWait's, kept
-// open so that a test can look at the page (and take screenshots) while it plays.
-type devtools struct {
-	t       *testing.T
-	in      *os.File
-	answers *bufio.Reader
-	stderr  *bytes.Buffer
-	id      int
-	session string
-}
-
-// openDevtools starts Chromium with extra flags and opens url in a page; Chromium ends with the test.
-func openDevtools(t *testing.T, pageURL string, flags ...string) *devtools {
-	t.Helper()
-	bin := testenv.RequireBinary(t, "chromium")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--disable-extensions", "--disable-background-networking", "--mute-audio",
-		"--user-data-dir=" + t.TempDir(), "--remote-debugging-pipe", "--window-size=1000,700"}, flags...)
-	cmd := exec.CommandContext(ctx, bin, args...)
-	// Chromium reads the protocol's commands on fd 3 and writes its answers on fd 4, each ended by a NUL.
-	cmdR, cmdW, err := os.Pipe()
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	d := &devtools{t: t, in: cmdW, answers: bufio.NewReader(outR), stderr: &bytes.Buffer{}}
-	cmd.ExtraFiles, cmd.Stderr = []*os.File{cmdR, outW}, d.stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	cmdR.Close()
-	outW.Close()
-	t.Cleanup(func() {
-		cmdW.Close() // Chromium exits when its pipe closes
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		outR.Close()
-		cancel()
-	})
-	var target struct{ TargetID string }
-	_ = json.Unmarshal(d.call("Target.createTarget", map[string]any{"url": pageURL}), &target)
-	var attached struct{ SessionID string }
-	_ = json.Unmarshal(d.call("Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}), &attached)
-	d.session = attached.SessionID
-	return d
-}
-
-// call sends one command (to the page once attached) and returns its result, skipping events.
-func (d *devtools) call(method string, params any) json.RawMessage {
-	d.t.Helper()
-	d.id++
-	m := map[string]any{"id": d.id, "method": method, "params": params}
-	if d.session != "" {
-		m["sessionId"] = d.session
-	}
-	msg, _ := json.Marshal(m)
-	if _, err := d.in.Write(append(msg, 0)); err != nil {
-		d.t.Fatalf("DevTools %s: %v\n%s", method, err, d.stderr.String())
-	}
-	for {
-		line, err := d.answers.ReadBytes(0)
-		if err != nil {
-			d.t.Fatalf("DevTools %s: %v\n%s", method, err, d.stderr.String())
-		}
-		var ans struct {
-			ID     int             `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct{ Message string }
-		}
-		if json.Unmarshal(line[:len(line)-1], &ans) != nil || ans.ID != d.id {
-			continue
-		}
-		if ans.Error != nil {
-			d.t.Fatalf("DevTools %s: %s", method, ans.Error.Message)
-		}
-		return ans.Result
-	}
-}
-
-// eval evaluates expr (JavaScript giving a string) in the page.
-func (d *devtools) eval(expr string) string {
-	d.t.Helper()
-	var ev struct {
-		Result struct{ Value any }
-	}
-	_ = json.Unmarshal(d.call("Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}), &ev)
-	s, _ := ev.Result.Value.(string)
-	return s
-}
-
-// screenshot captures the page's area x, y, w×h (CSS pixels) as an image.
-func (d *devtools) screenshot(x, y, w, h float64) image.Image {
-	d.t.Helper()
-	var shot struct{ Data string }
-	_ = json.Unmarshal(d.call("Page.captureScreenshot", map[string]any{"format": "png",
-		"clip": map[string]any{"x": x, "y": y, "width": w, "height": h, "scale": 1}}), &shot)
-	raw, err := base64.StdEncoding.DecodeString(shot.Data)
-	if err != nil {
-		d.t.Fatalf("screenshot: %v", err)
-	}
-	img, err := png.Decode(bytes.NewReader(raw))
-	if err != nil {
-		d.t.Fatalf("screenshot: %v", err)
-	}
-	return img
 }
 
 // hlsPlayerState is what page.html records in window.hlsState.
