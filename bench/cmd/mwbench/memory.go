@@ -141,6 +141,8 @@ func (b *bencher) memoryPhase() (err error) {
 			mib(r.budgetPeak), mib(r.budget), r.goroutines, r.cpu.Round(time.Millisecond))
 	}
 	took := time.Since(start)
+	// Earlier runs worded the row with their corpus's size: a merge replaces it whatever the count.
+	b.rep.own("memory", "VmHWM over")
 	last := points[len(points)-1]
 	b.sizing.idleRSS, b.sizing.mixedHWM, b.sizing.imageSlots = first.rss, last.hwm, imageJobs
 	b.rep.row("memory", fmt.Sprintf("VmHWM over %d passes of a %d-file mixed corpus, default slots (%d image, %d video)",
