@@ -44,7 +44,7 @@ func settingsMarkdown() string {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", k, variantDocs[k])
 	}
 	b.WriteString("\nA recipe's `video:` is `default` (the MP4 and the poster, which every recipe makes) or a mapping that adds:\n\n| key | meaning |\n| --- | --- |\n")
-	for _, k := range []string{"hls", "hls.rungs", "hls.segment_seconds", "storyboard"} {
+	for _, k := range []string{"mp4", "hls", "hls.rungs", "hls.segment_seconds", "storyboard"} {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", k, videoDocs[k])
 	}
 	return b.String()
