@@ -8,12 +8,13 @@ import (
 	"image/png"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
 // ThumbHashes package facts made of its test photos (facts/testdata), as responses carry them.
@@ -27,40 +28,13 @@ var realThumbHashes = map[string]string{
 }
 
 // referenceDecode runs Evan Wallace's reference decoder (npm "thumbhash" 0.1.1, pinned by package facts'
-// test helper in facts/testdata/node, whose reference.mjs this reads and does not change) on reqs. When
-// that package is not installed there, it is installed from the same lock file into a directory of this
-// test's own, so the two packages' tests never run npm in one place at once.
+// test helper in facts/testdata/node, whose reference.mjs this reads and does not change) on reqs,
+// installing the package there first if needed (testenv.NPMPackages, under a lock the facts tests
+// share).
 func referenceDecode(t *testing.T, reqs []any, answers any) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	npm, npmErr := exec.LookPath("npm")
-	if err != nil || npmErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node/npm not found (%v, %v): the ThumbHash reference cannot run", err, npmErr)
-		}
-		t.Skip("node/npm not found: the ThumbHash reference cannot run here")
-	}
 	dir := filepath.Join("..", "facts", "testdata", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "thumbhash", "thumbhash.js")); err != nil {
-		own := t.TempDir()
-		for _, f := range []string{"package.json", "package-lock.json", "reference.mjs"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(own, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = own
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-		dir = own
-	}
+	node := testenv.NPMPackages(t, dir, filepath.Join("thumbhash", "package.json"))
 	in, err := json.Marshal(reqs)
 	if err != nil {
 		t.Fatal(err)
