@@ -279,3 +279,21 @@ func regularFile(path string) (string, os.FileInfo, error) {
 	}
 	return abs, st, nil
 }
+
+// reprobed opens the file pr describes again for a run on it, and probes it anew should it have
+// changed since (size or modification time); outDir comes back absolute, as ffmpeg's outputs need.
+func (v *Videos) reprobed(ctx context.Context, pr *VideoProbe, outDir string) (src string, _ *VideoProbe, absOut string, err error) {
+	src, st, err := regularFile(pr.path)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if st.Size() != pr.size || !st.ModTime().Equal(pr.mtime) {
+		if pr, err = v.Probe(ctx, src); err != nil {
+			return "", nil, "", err
+		}
+	}
+	if absOut, err = filepath.Abs(outDir); err != nil {
+		return "", nil, "", internal("opening output directory", err)
+	}
+	return src, pr, absOut, nil
+}

@@ -303,17 +303,9 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 	if err := ctx.Err(); err != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
 	}
-	src, st, err := regularFile(pr.path)
+	src, pr, outDir, err := v.reprobed(ctx, pr, outDir)
 	if err != nil {
 		return VideoResult{}, err
-	}
-	if st.Size() != pr.size || !st.ModTime().Equal(pr.mtime) {
-		if pr, err = v.Probe(ctx, src); err != nil {
-			return VideoResult{}, err
-		}
-	}
-	if outDir, err = filepath.Abs(outDir); err != nil {
-		return VideoResult{}, internal("opening output directory", err)
 	}
 	p := pr.p
 	res := VideoResult{Source: p.info, MP4Path: filepath.Join(outDir, mp4Name)}

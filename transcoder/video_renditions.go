@@ -398,17 +398,9 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 	if err := ctx.Err(); err != nil {
 		return RenditionsResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	src, st, err := regularFile(pr.path)
+	src, pr, outDir, err := v.reprobed(ctx, pr, outDir)
 	if err != nil {
 		return RenditionsResult{}, err
-	}
-	if st.Size() != pr.size || !st.ModTime().Equal(pr.mtime) {
-		if pr, err = v.Probe(ctx, src); err != nil {
-			return RenditionsResult{}, err
-		}
-	}
-	if outDir, err = filepath.Abs(outDir); err != nil {
-		return RenditionsResult{}, internal("opening output directory", err)
 	}
 	p := pr.p
 	w, h := p.info.Width, p.info.Height

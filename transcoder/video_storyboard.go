@@ -181,18 +181,9 @@ func (v *Videos) Storyboard(ctx context.Context, probe *VideoProbe, outDir strin
 	if probe == nil {
 		return StoryboardResult{}, internal("making storyboard", errors.New("no probe of the video"))
 	}
-	src, st, err := regularFile(probe.path)
+	src, probe, outDir, err := v.reprobed(ctx, probe, outDir)
 	if err != nil {
 		return StoryboardResult{}, err
-	}
-	if st.Size() != probe.size || !st.ModTime().Equal(probe.mtime) {
-		// The file changed since it was probed (TransformProbed does the same).
-		if probe, err = v.Probe(ctx, src); err != nil {
-			return StoryboardResult{}, err
-		}
-	}
-	if outDir, err = filepath.Abs(outDir); err != nil {
-		return StoryboardResult{}, internal("opening output directory", err)
 	}
 	p := probe.p
 	durationMs := int64(math.Round(min(p.info.Duration, v.cfg.MaxDuration.Seconds()) * 1000))
