@@ -2,17 +2,13 @@ package console
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"image/png"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 )
@@ -35,24 +31,7 @@ func referenceDecode(t *testing.T, reqs []any, answers any) {
 	t.Helper()
 	dir := filepath.Join("..", "facts", "testdata", "node")
 	node := testenv.NPMPackages(t, dir, filepath.Join("thumbhash", "package.json"))
-	in, err := json.Marshal(reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "reference.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node reference.mjs: %v\n%s", err, stderr.Bytes())
-	}
-	if err := json.Unmarshal(out, answers); err != nil {
-		t.Fatalf("reference answer %.200s: %v", out, err)
-	}
+	testenv.NodeJSON(t, node, dir, "reference.mjs", reqs, answers)
 }
 
 // The port is faithful: for real hashes and for random bytes (every header, short hashes, hashes with

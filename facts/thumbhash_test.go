@@ -1,19 +1,14 @@
 package facts
 
 import (
-	"bytes"
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"image"
 	"image/color"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 )
@@ -29,24 +24,7 @@ func referenceThumbHash(t *testing.T, reqs []any, answers any) {
 	dir := filepath.Join("testdata", "node")
 	node := testenv.NPMPackages(t, dir, filepath.Join("thumbhash", "package.json"))
 
-	in, err := json.Marshal(reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "reference.mjs")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node reference.mjs: %v\n%s", err, stderr.Bytes())
-	}
-	if err := json.Unmarshal(out, answers); err != nil {
-		t.Fatalf("reference answer %.200s: %v", out, err)
-	}
+	testenv.NodeJSON(t, node, dir, "reference.mjs", reqs, answers)
 }
 
 type encodeReq struct {

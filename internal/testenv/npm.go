@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,4 +45,28 @@ func NPMPackages(t testing.TB, dir, marker string) (node string) {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
 	return node
+}
+
+// NodeJSON runs script with node in dir, writes in to its standard input as JSON and decodes what it
+// prints into out: the tests' way of asking a reference implementation.
+func NodeJSON(t testing.TB, node, dir, script string, in, out any) {
+	t.Helper()
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(data)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	answer, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(answer, out); err != nil {
+		t.Fatalf("node %s answered %.200s: %v", script, answer, err)
+	}
 }
