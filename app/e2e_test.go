@@ -172,6 +172,21 @@ func (w *world) publishRaw(data []byte, msgID string) {
 }
 
 // await waits for the one response of mediaId and checks that no second one follows.
+// askRecipe uploads path as key, publishes a request for it naming recipe and returns the answer,
+// which must be a success that echoes the recipe.
+func (w *world) askRecipe(path, key, recipe string, timeout time.Duration) contracts.Response {
+	w.t.Helper()
+	w.upload(path, key)
+	req := testenv.NewRequest(w.bucket, key)
+	req.Recipe = recipe
+	testenv.PublishRequest(w.t, w.js, w.subj.Request, req)
+	r := w.await(req.MediaID, timeout)
+	if !r.Success || r.Recipe != recipe {
+		w.t.Fatalf("%s: %+v", key, r)
+	}
+	return r
+}
+
 func (w *world) await(id string, timeout time.Duration) contracts.Response {
 	w.t.Helper()
 	var r contracts.Response

@@ -40,15 +40,7 @@ func TestHLSRecipeOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	ask := func(path, key string) contracts.Response {
 		t.Helper()
-		w.upload(path, key)
-		req := testenv.NewRequest(w.bucket, key)
-		req.Recipe = "player"
-		testenv.PublishRequest(t, w.js, w.subj.Request, req)
-		r := w.await(req.MediaID, 8*time.Minute)
-		if !r.Success || r.Recipe != "player" {
-			t.Fatalf("%s: %+v", key, r)
-		}
-		return r
+		return w.askRecipe(path, key, "player", 8*time.Minute)
 	}
 	find := func(r contracts.Response, quality, format string) contracts.Variant {
 		t.Helper()

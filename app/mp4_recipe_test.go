@@ -32,18 +32,7 @@ func TestMP4RenditionsRecipe(t *testing.T) {
 	dir := t.TempDir()
 	ask := func(path, key string) contracts.Response {
 		t.Helper()
-		w.upload(path, key)
-		req := testenv.NewRequest(w.bucket, key)
-		req.Recipe = "clips"
-		testenv.PublishRequest(t, w.js, w.subj.Request, req)
-		r := w.await(req.MediaID, 5*time.Minute)
-		if !r.Success || r.Recipe != "clips" {
-			t.Fatalf("%s: %+v", key, r)
-		}
-		if _, err := json.Marshal(r); err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return w.askRecipe(path, key, "clips", 5*time.Minute)
 	}
 	mp4s := func(r contracts.Response) map[string]contracts.Variant {
 		out := map[string]contracts.Variant{}
