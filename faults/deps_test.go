@@ -292,7 +292,8 @@ func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
 	proxy.armCutOnDelete()
 	id := c.submit(writeFile(t, t.TempDir(), "e.jpg", []byte(testenv.EICAR)), key)
 	testenv.Eventually(t, 30*time.Second, func() error {
-		if !proxy.isDark() {
+		// The store's answer, not the DELETE passing the proxy: MinIO may not have read it yet then.
+		if !proxy.deleteAnswered() {
 			return errors.New("the worker has not deleted the infected object yet")
 		}
 		return nil

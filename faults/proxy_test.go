@@ -19,8 +19,11 @@ type s3Proxy struct {
 	mu    sync.Mutex
 	armed bool // the next DELETE loses its reply and the proxy goes dark
 	dark  bool
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// answered: the store answered the cut DELETE (and so has done it); dark goes on as the DELETE
+	// passes, before the store has read it.
+	answered bool
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
 }
 
 func startS3Proxy(t *testing.T, target string) *s3Proxy {
@@ -46,10 +49,11 @@ func (p *s3Proxy) armCutOnDelete() {
 	p.armed = true
 }
 
-func (p *s3Proxy) isDark() bool {
+// deleteAnswered reports whether the store has answered the cut DELETE (whose reply was dropped).
+func (p *s3Proxy) deleteAnswered() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dark
+	return p.answered
 }
 
 func (p *s3Proxy) heal() {
@@ -137,6 +141,9 @@ func (p *s3Proxy) accept() {
 					select {
 					case <-cutCh:
 						// The store has answered the DELETE: it is done. The worker never hears so.
+						p.mu.Lock()
+						p.answered = true
+						p.mu.Unlock()
 						p.untrack(client)
 						p.untrack(server)
 						return
