@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -269,7 +271,8 @@ func TestEndToEndOnMinIO(t *testing.T) {
 	media := t.TempDir()
 
 	// Publish everything first: the worker runs images and videos in their own pools.
-	photo := w.request(w.upload(testenv.MakeJPEG(t, media, 4000, 3000), "u1/photo.jpg"))
+	photoPath := testenv.MakeJPEG(t, media, 4000, 3000)
+	photo := w.request(w.upload(photoPath, "u1/photo.jpg"))
 	alpha := w.request(w.upload(testenv.MakePNGAlpha(t, media, 640, 480), "u1/logo.png"))
 	clip := w.request(w.upload(testenv.MakeVideo(t, media, "clip.mov", testenv.VideoOpts{
 		Width: 1920, Height: 1080, Seconds: 10, FPS: 25, ACodec: "aac"}), "u1/clip.mov"))
@@ -313,7 +316,11 @@ func TestEndToEndOnMinIO(t *testing.T) {
 			}
 		}
 		if r.Metadata == nil || r.Metadata.Width != 4000 || r.Metadata.Height != 3000 || r.Metadata.MIME != "image/jpeg" {
-			t.Errorf("metadata: %+v", r.Metadata)
+			t.Fatalf("metadata: %+v", r.Metadata)
+		}
+		// S3 vouches for no digest: the worker hashes the bytes as they arrive.
+		if want := fileSHA256(t, photoPath); r.Metadata.SHA256 != want {
+			t.Errorf("metadata.sha256 %q, want the upload's %q", r.Metadata.SHA256, want)
 		}
 	})
 
@@ -378,6 +385,17 @@ func TestEndToEndOnMinIO(t *testing.T) {
 	scratchEmpty(t, w)
 }
 
+// fileSHA256 is the lowercase hex SHA-256 of the file at path.
+func fileSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
 func assertVirus(t *testing.T, w *world, id, key string) {
 	t.Helper()
 	r := w.await(id, time.Minute)
@@ -410,10 +428,17 @@ func TestEndToEndOnNATSObjectStore(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	w := startWorld(t, app.StorageNATS, clamd, nil)
 	media := t.TempDir()
-	id := w.request(w.upload(testenv.MakeJPEG(t, media, 1600, 1200), "site/p.jpg"))
+	photoPath := testenv.MakeJPEG(t, media, 1600, 1200)
+	id := w.request(w.upload(photoPath, "site/p.jpg"))
 	r := w.await(id, time.Minute)
 	if !r.Success || len(r.Processed) != 3 {
 		t.Fatalf("want success with 3 variants, got %+v", r)
+	}
+	// The JetStream object store records the content's SHA-256 and the download checks it, so the
+	// answer's sha256 is the store's digest rather than a second hash of the bytes: it must still be
+	// the upload's.
+	if want := fileSHA256(t, photoPath); r.Metadata == nil || r.Metadata.SHA256 != want {
+		t.Errorf("metadata %+v: sha256 want the upload's %q", r.Metadata, want)
 	}
 	for _, v := range r.Processed {
 		if !strings.HasPrefix(v.URL, "http://"+w.app.HTTPAddr()+"/objects/media/site/images/"+id+"/") {

@@ -31,6 +31,10 @@ type Info struct {
 	ModTime     time.Time
 	// Variant says the object carries the VariantHeader marker: this worker wrote it as an output.
 	Variant bool
+	// SHA256 is the content's SHA-256 digest when the store records one with the object and
+	// GetStatted of this Info fails unless the bytes it delivers match it (natsobj); nil otherwise.
+	// A reader that needs the digest then takes it from here instead of hashing every byte again.
+	SHA256 []byte
 	// Sys is the backend's own record of the version Stat found (natsobj: its *jetstream.ObjectInfo;
 	// s3: its version ID and ETag), like fs.FileInfo.Sys; nil when it has none. GetStatted passes it
 	// back, so a store that can read that version directly does not look the object up a second time,

@@ -55,7 +55,7 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
 				j.scanned <- scanResult{v, err}
 			}()
-			return io.MultiWriter(j.head, j.hashing(), pw)
+			return j.tee(info, pw)
 		})
 	pw.CloseWithError(err) // nil: the scanner sees the end of the stream
 	if err != nil && scanning {
@@ -87,16 +87,22 @@ func (p *Pipeline) downloadOnly(ctx context.Context, j *job) error {
 	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
 		func(info objstore.Info) io.Writer {
 			j.head = newHeadCopy(info.Size)
-			return io.MultiWriter(j.head, j.hashing())
+			return j.tee(info)
 		})
 	return p.downloaded(j, info, err)
 }
 
-// hashing returns the writer that hashes the upload's bytes as they are downloaded (the answer's
-// sha256, and the reuse memory's key).
-func (j *job) hashing() io.Writer {
-	j.hash = sha256.New()
-	return j.hash
+// tee is what the downloaded bytes go to besides the scratch file: the head copy, the hash (the
+// answer's sha256 and the reuse memory's key) unless the store vouches for the digest itself, and
+// others (the scanner's stream).
+func (j *job) tee(info objstore.Info, others ...io.Writer) io.Writer {
+	ws := append([]io.Writer{j.head}, others...)
+	if len(info.SHA256) != sha256.Size {
+		// The store does not check a digest of its own on the way (S3's ETag is no content hash).
+		j.hash = sha256.New()
+		ws = append(ws, j.hash)
+	}
+	return io.MultiWriter(ws...)
 }
 
 // downloaded classifies the download's error and records what it fetched.
@@ -117,8 +123,12 @@ func (p *Pipeline) downloaded(j *job, info objstore.Info, err error) error {
 		return permanent("downloading", errors.New("object is empty (0 bytes)"))
 	}
 	j.info = info
-	if j.hash != nil {
+	switch {
+	case j.hash != nil:
 		j.sha256 = hex.EncodeToString(j.hash.Sum(nil))
+	case len(info.SHA256) == sha256.Size:
+		// The download completed, so the store checked the bytes against this digest (objstore.Info).
+		j.sha256 = hex.EncodeToString(info.SHA256)
 	}
 	if p.observer != nil {
 		p.observer.Transferred("in", info.Size)

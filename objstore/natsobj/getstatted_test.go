@@ -2,6 +2,7 @@ package natsobj_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -130,6 +131,10 @@ func TestGetStatted(t *testing.T) {
 			info, err := s.Stat(ctx, "media", key)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The digest the download checks, which the pipeline takes instead of hashing again.
+			if sum := sha256.Sum256(data); !bytes.Equal(info.SHA256, sum[:]) {
+				t.Errorf("Stat's SHA256 %x, want the content's %x", info.SHA256, sum)
 			}
 			api.take(t)
 			var got bytes.Buffer

@@ -11,6 +11,7 @@ package natsobj
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -131,6 +132,7 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 		ContentType: contentType(info),
 		ModTime:     info.ModTime,
 		Variant:     info.Headers.Get(objstore.VariantHeader) == "1",
+		SHA256:      verifiedDigest(info),
 		Sys:         info, // GetStatted reads this version without a second lookup
 	}, nil
 }
@@ -432,4 +434,15 @@ func wrapIf(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// verifiedDigest is the version's SHA-256 as its metadata records it: read (get.go) checks the
+// delivered bytes against that same digest and fails on a mismatch, so a completed GetStatted of this
+// version vouches for it. nil when the metadata holds no well-formed SHA-256.
+func verifiedDigest(info *jetstream.ObjectInfo) []byte {
+	d, err := jetstream.DecodeObjectDigest(info.Digest)
+	if err != nil || len(d) != sha256.Size {
+		return nil
+	}
+	return d
 }
