@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/transcoder"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -35,11 +37,14 @@ import (
 // the JetStream object store, content detection, slot, upload of the outputs, cleanup) on an embedded
 // JetStream server, with the two CPU-bound parts replaced by fakes that do nothing: a scanner that
 // reads the bytes and answers clean and an image transform that writes no variant (variants=0) or three 100-byte
-// files that are then uploaded (variants=3). The worker's intake (messages held at once) is what
+// files that are then uploaded (variants=3). The worker connects in-process, as app.New connects to its
+// embedded server; the API's side over TCP. The worker's intake (messages held at once) is what
 // app.New gives it, image + video jobs of app.DefaultConfig (3 on 2 cores), and for comparison 16.
 //
 //   - throughput: b.N requests published at once by a separate client connection (as an API would),
-//     timed from the first publish to the last response: jobs/s.
+//     timed from the first publish to the last response: jobs/s; also the process's CPU per job
+//     (cpu-ms/job: server, worker and client, steadier than the rate on a busy machine) and the
+//     messages clients sent the server per job (msgs/job: publishes, pulls, acks and API requests).
 //   - latency: one request at a time, publish → response: the per-job overhead a real job pays on top
 //     of its transform; reported as p50-ms and p99-ms.
 //   - retained (variants=3): live Go heap gained per job after a GC, the memory a long-running worker
@@ -60,10 +65,17 @@ func BenchmarkNoopPipeline(b *testing.B) {
 			h := startNoopWorld(b, c.variants, c.slots)
 			b.Run("throughput", func(b *testing.B) {
 				b.ReportAllocs()
+				in0, cpu0 := h.serverMsgs(b), processCPU(b)
 				start := time.Now()
 				h.batch(b, b.N)
 				el := time.Since(start)
 				b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+				// The whole process's CPU (server, worker and client) per job: steadier than the rate on
+				// a machine that is busy with other work.
+				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/job")
+				// Every message a client sent the server (publishes, pulls, acks, API requests) per job:
+				// the round trips the orchestration costs, whatever the machine's speed.
+				b.ReportMetric(float64(h.serverMsgs(b)-in0)/float64(b.N), "msgs/job")
 			})
 			if c.retained {
 				// Live Go heap (after GC) gained per job: what the process keeps for every finished job,
@@ -99,6 +111,7 @@ func BenchmarkNoopPipeline(b *testing.B) {
 // noopWorld is an embedded JetStream server with the streams, a worker pulling from it and an API-side
 // connection that publishes requests and collects responses.
 type noopWorld struct {
+	srv  *server.Server
 	js   jetstream.JetStream // the API's
 	subj contracts.Subjects
 
@@ -113,12 +126,13 @@ func startNoopWorld(b *testing.B, variants, slots int) *noopWorld {
 	b.Cleanup(cancel)
 	srv := testenv.StartNATS(b)
 
-	// The worker's side: its own connection, like app.New's.
-	wnc := testenv.Connect(b, srv)
-	wjs, err := jetstream.New(wnc)
+	// The worker's side: its own connection, made as app.New makes it on the embedded default
+	// (in-process: no socket between the worker and its server).
+	wnc, wjs, err := natsjs.Connect(natsjs.ConnectConfig{Name: "bench worker", Embedded: srv})
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(wnc.Close)
 	scfg := natsjs.DefaultConfig()
 	if err := natsjs.Provision(ctx, wjs, scfg); err != nil {
 		b.Fatal(err)
@@ -166,7 +180,7 @@ func startNoopWorld(b *testing.B, variants, slots int) *noopWorld {
 
 	// The API's side.
 	anc := testenv.Connect(b, srv)
-	h := &noopWorld{subj: scfg.Subjects(), pending: map[string]chan struct{}{}}
+	h := &noopWorld{srv: srv, subj: scfg.Subjects(), pending: map[string]chan struct{}{}}
 	if h.js, err = jetstream.New(anc, jetstream.WithPublishAsyncMaxPending(1024)); err != nil {
 		b.Fatal(err)
 	}
@@ -204,6 +218,24 @@ func defaultSlots() int {
 		video = cores / 2
 	}
 	return cores + video
+}
+
+// serverMsgs is how many messages clients have sent the server so far.
+func (h *noopWorld) serverMsgs(b *testing.B) int64 {
+	v, err := h.srv.Varz(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v.InMsgs
+}
+
+// processCPU is the CPU time (user + system) this process has used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // batch publishes n requests asynchronously and waits for all n responses.
