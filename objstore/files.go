@@ -56,6 +56,11 @@ func DownloadFile(ctx context.Context, s Store, bucket, key, path string, maxByt
 // enforced against what arrives.
 func DownloadStatted(ctx context.Context, s Store, info Info, path string, maxBytes int64, tee func(Info) io.Writer) (Info, error) {
 	bucket, key := info.Bucket, info.Key
+	if _, ok := s.(StattedGetter); !ok || info.Sys == nil {
+		// GetStatted will look the object up again and may read a newer version than the one whose
+		// digest Stat reported: that digest vouches for nothing then.
+		info.SHA256 = nil
+	}
 	if maxBytes > 0 && info.Size > maxBytes {
 		return info, fmt.Errorf("downloading %s/%s: %w", bucket, key, &TooLargeError{Size: info.Size, Limit: maxBytes})
 	}

@@ -33,7 +33,8 @@ type Info struct {
 	Variant bool
 	// SHA256 is the content's SHA-256 digest when the store records one with the object and
 	// GetStatted of this Info fails unless the bytes it delivers match it (natsobj); nil otherwise.
-	// A reader that needs the digest then takes it from here instead of hashing every byte again.
+	// DownloadStatted passes it on (to its tee and in the Info it returns) only when it reads this very
+	// version, so a reader of those takes the digest from there instead of hashing every byte again.
 	SHA256 []byte
 	// Sys is the backend's own record of the version Stat found (natsobj: its *jetstream.ObjectInfo;
 	// s3: its version ID and ETag), like fs.FileInfo.Sys; nil when it has none. GetStatted passes it

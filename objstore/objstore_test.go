@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
@@ -113,6 +114,24 @@ func TestDownloadFileKeepsExistingFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "mine" {
 		t.Errorf("existing file now holds %q", b)
+	}
+}
+
+// A digest Stat reported vouches for the bytes only when the download reads that very version: a store
+// that looks the object up again (no StattedGetter) may deliver a newer one, so the tee and the
+// returned Info must not carry it.
+func TestDownloadStattedPassesADigestOnlyForTheStattedVersion(t *testing.T) {
+	body := []byte("new bytes")
+	stale := sha256.Sum256([]byte("old bytes"))
+	s := &scriptedStore{info: objstore.Info{Size: int64(len(body)), SHA256: stale[:], Sys: "a version"}, body: body}
+	var teeSaw []byte
+	info, err := objstore.DownloadStatted(t.Context(), s, s.info, filepath.Join(t.TempDir(), "f"), 0,
+		func(i objstore.Info) io.Writer { teeSaw = i.SHA256; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if teeSaw != nil || info.SHA256 != nil {
+		t.Errorf("a store without StattedGetter: the tee saw digest %x and the result carries %x; want none", teeSaw, info.SHA256)
 	}
 }
 
