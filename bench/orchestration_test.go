@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -231,11 +230,11 @@ func (h *noopWorld) serverMsgs(b *testing.B) int64 {
 
 // processCPU is the CPU time (user + system) this process has used so far.
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := bench.ProcessCPU(os.Getpid())
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // batch publishes n requests asynchronously and waits for all n responses.
