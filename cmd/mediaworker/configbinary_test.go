@@ -158,9 +158,10 @@ recipes:
 	}
 }
 
-// The config file is read up to 1 MiB: a device or a huge file named by mistake is refused at once,
+// The config file is read up to 256 KiB: a device or a huge file named by mistake is refused at once,
 // in bounded memory.
 func TestConfigFileSizeIsBounded(t *testing.T) {
+	binary(t) // built before the clock starts
 	huge := filepath.Join(t.TempDir(), "huge.yaml")
 	if err := os.WriteFile(huge, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -172,12 +173,23 @@ func TestConfigFileSizeIsBounded(t *testing.T) {
 		start := time.Now()
 		code, _, errs, rss := execWorker(t, nil, "config", "check", path)
 		t.Logf("%s: exit %d in %s, peak RSS %d MiB", path, code, time.Since(start).Round(time.Millisecond), rss>>10)
-		if code != exitUsage || !strings.Contains(errs, path+": config file larger than 1048576 bytes (1 MiB)") {
+		if code != exitUsage || !strings.Contains(errs, path+": config file larger than 256 KiB") {
 			t.Errorf("%s: exit %d, want %d saying the file is too large:\n%s", path, code, exitUsage, errs)
 		}
 		if rss > 80<<10 {
 			t.Errorf("%s: peak RSS %d MiB, want under 80 MiB (the binary alone takes ~35)", path, rss>>10)
 		}
+	}
+
+	// The costliest file within the bound (one node per two bytes) is read in bounded memory too.
+	wide := writeConfig(t, "x-list: ["+strings.Repeat("1,", (maxConfigBytes-16)/2)+"1]\n")
+	code, out, errs, rss := execWorker(t, nil, "config", "check", wide)
+	t.Logf("a %d KiB list of numbers: exit %d, peak RSS %d MiB", maxConfigBytes>>10, code, rss>>10)
+	if code != exitOK || !strings.Contains(out, ": valid") {
+		t.Errorf("a file just within the bound: exit %d\n%s%s", code, out, errs)
+	}
+	if rss > 160<<10 {
+		t.Errorf("a file just within the bound: peak RSS %d MiB, want under 160 MiB", rss>>10)
 	}
 }
 

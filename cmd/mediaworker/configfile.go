@@ -70,9 +70,11 @@ func configPathOf(args []string) (path, source string) {
 	return "", ""
 }
 
-// maxConfigBytes bounds the config file: settings and recipes fit in a few KiB, and a file read whole
+// maxConfigBytes bounds the config file: settings and a thousand recipes fit, and a file read whole
 // with no bound (a device, a log named by mistake) would grow the worker's memory until it is killed.
-const maxConfigBytes = 1 << 20
+// YAML's node tree takes up to ~200 bytes per byte of a worst-case file (a list of 1s): 256 KiB of it
+// adds ~45 MiB, once, at start.
+const maxConfigBytes = 256 << 10
 
 // maxAliasNodes bounds what YAML aliases (*name) and merge keys (<<: *name) may expand to. Each alias
 // is a copy of its anchor's value, so a few lines that alias aliases describe billions of values.
@@ -86,7 +88,7 @@ func readConfigBytes(path string) ([]byte, error) {
 		return nil, fmt.Errorf("reading config file: %w", err)
 	}
 	defer fh.Close()
-	tooBig := fmt.Errorf("reading config file: %s: config file larger than %d bytes (1 MiB); a config file holds settings and recipes: is it the right file?", path, maxConfigBytes)
+	tooBig := fmt.Errorf("reading config file: %s: config file larger than %d KiB; a config file holds settings and recipes: is it the right file?", path, maxConfigBytes>>10)
 	if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > maxConfigBytes {
 		return nil, tooBig
 	}

@@ -170,7 +170,7 @@ func (c *command) printUsage(w io.Writer) {
 			continue
 		}
 		if !grouped {
-			fmt.Fprintln(w, "\nEach flag is also read from the environment variable shown, and from the config file\n(--config) under the key shown; a flag beats its variable, which beats the file.")
+			fmt.Fprintln(w, "\nEach flag is also read from the environment variable shown, and from the config file\n(--config) under the key shown; a flag beats its variable, which beats the file. An empty\nvariable is ignored, as if unset.")
 			grouped = true
 		}
 		fmt.Fprintf(w, "\n%s (config file section %q):\n", strings.ToUpper(s.title[:1])+s.title[1:], s.name)
