@@ -56,7 +56,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mediaworker run: %v\n", err)
 		return exitUsage
 	}
-	for _, d := range append(c.deprecated, c.emptyVars...) {
+	for _, d := range slices.Concat(c.deprecated, c.emptyVars) {
 		log.Warn().Msg(d)
 	}
 	for _, o := range c.overrides {
