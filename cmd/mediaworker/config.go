@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -30,9 +32,7 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !applyRecipes(c, &cfg, stderr) {
 		return exitUsage
 	}
-	for _, d := range c.deprecated {
-		fmt.Fprintf(stderr, "warning: %s\n", d)
-	}
+	printNotes(c, stderr)
 	printSettings(c, cfg, stdout)
 	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes // as run does
 	if err := cfg.Validate(); err != nil {
@@ -58,23 +58,33 @@ func cmdConfigCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	path := rest[0]
-	// The file's own check: its settings beneath this environment, as run reads them.
+	// The file's own check: its settings beneath this environment, as run reads them. Every mistake is
+	// told, at once: the file's (keys, types, recipes) and then what its values break together.
 	cfg := app.DefaultConfig()
 	c := newCommand("config check", summary, "FILE")
 	bindRunSettings(c, &cfg)
-	if _, code, ok := parseOrUsage(c, []string{"--" + configFlag, path}, stdout, stderr); !ok {
-		return code
-	}
-	if !applyRecipes(c, &cfg, stderr) {
+	checkArgs := []string{"--" + configFlag, path}
+	_, err := c.parse(checkArgs)
+	var fe fileError
+	if err != nil && (c.file == nil || !errors.As(err, &fe)) {
+		fmt.Fprintf(stderr, "mediaworker config check: %s\n", oneLine(err.Error()))
 		return exitUsage
+	}
+	mistakes := errorLines(err)
+	if err == nil && !applyRecipes(c, &cfg, stderr) {
+		return exitUsage // (the file's recipes were checked with it: not reached)
 	}
 	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "mediaworker config check: %s\n", oneLine(invalidSettings(c, []string{"--" + configFlag, path}, bindRunSettings, err)))
-		return exitUsage
+	if verr := cfg.Validate(); verr != nil {
+		mistakes = append(mistakes, invalidSettingsEach(c, checkArgs, bindRunSettings, verr)...)
 	}
-	for _, d := range c.deprecated {
-		fmt.Fprintf(stderr, "warning: %s\n", d)
+	printNotes(c, stderr)
+	if len(mistakes) > 0 {
+		sortByPosition(mistakes, path)
+		for _, m := range mistakes {
+			fmt.Fprintf(stderr, "mediaworker config check: %s\n", oneLine(m))
+		}
+		return exitUsage
 	}
 	n := 0
 	for _, s := range c.source {
@@ -84,6 +94,37 @@ func cmdConfigCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d settings; recipes: %s)\n", path, n, strings.Join(recipeNames(cfg.Pipeline.Recipes), ", "))
 	return exitOK
+}
+
+// sortByPosition orders the messages that begin with path:line:col by it, in the file's order, the
+// others after them.
+func sortByPosition(msgs []string, path string) {
+	at := func(m string) (int, int) {
+		line, col := math.MaxInt, 0
+		if rest, ok := strings.CutPrefix(m, path+":"); ok {
+			fmt.Sscanf(rest, "%d:%d", &line, &col)
+		}
+		return line, col
+	}
+	sort.SliceStable(msgs, func(i, j int) bool {
+		li, ci := at(msgs[i])
+		lj, cj := at(msgs[j])
+		return li < lj || li == lj && ci < cj
+	})
+}
+
+// printNotes warns of the deprecated names and the empty variables the command met, and says which
+// variables override the config file.
+func printNotes(c *command, stderr io.Writer) {
+	for _, d := range c.deprecated {
+		fmt.Fprintf(stderr, "warning: %s\n", d)
+	}
+	for _, e := range c.emptyVars {
+		fmt.Fprintf(stderr, "warning: %s\n", e)
+	}
+	for _, o := range c.overrides {
+		fmt.Fprintf(stderr, "note: %s\n", o)
+	}
 }
 
 // withoutConfig drops --config from args: `config check` names its file as its argument.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -68,12 +70,46 @@ func configPathOf(args []string) (path, source string) {
 	return "", ""
 }
 
-// loadConfigFile reads the file at path and sets the command's flags from it, recording each one's
-// source as file:line. Every mistake is reported, each with its position.
-func (c *command) loadConfigFile(path string) (*configFile, error) {
-	data, err := os.ReadFile(path)
+// maxConfigBytes bounds the config file: settings and a thousand recipes fit, and a file read whole
+// with no bound (a device, a log named by mistake) would grow the worker's memory until it is killed.
+// YAML's node tree takes up to ~200 bytes per byte of a worst-case file (a list of 1s): 256 KiB of it
+// adds ~45 MiB, once, at start.
+const maxConfigBytes = 256 << 10
+
+// maxAliasNodes bounds what YAML aliases (*name) and merge keys (<<: *name) may expand to. Each alias
+// is a copy of its anchor's value, so a few lines that alias aliases describe billions of values.
+const maxAliasNodes = 20000
+
+// readConfigBytes reads at most maxConfigBytes of the file, refusing a larger one without reading it
+// whole.
+func readConfigBytes(path string) ([]byte, error) {
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	defer fh.Close()
+	tooBig := fmt.Errorf("reading config file: %s: config file larger than %d KiB; a config file holds settings and recipes: is it the right file?", path, maxConfigBytes>>10)
+	if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > maxConfigBytes {
+		return nil, tooBig
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, tooBig
+	}
+	return data, nil
+}
+
+// loadConfigFile reads the file at path and sets the command's flags from it, recording each one's
+// source as file:line. Every mistake is reported, each with its position, the recipes' with the
+// settings': the file is returned with them (its good settings set), nil when it could not be read
+// or is not YAML.
+func (c *command) loadConfigFile(path string) (*configFile, error) {
+	data, err := readConfigBytes(path)
+	if err != nil {
+		return nil, err
 	}
 	f := &configFile{path: path}
 	var doc yaml.Node
@@ -84,7 +120,10 @@ func (c *command) loadConfigFile(path string) (*configFile, error) {
 	if len(doc.Content) == 0 {
 		return f, nil // an empty file sets nothing
 	}
-	root := doc.Content[0]
+	root, err := f.expand(doc.Content[0])
+	if err != nil {
+		return nil, err
+	}
 	if root.Kind != yaml.MappingNode {
 		return nil, f.errAt(root, "", "the file must be a mapping of sections (%s), got %s", sectionNames(), kindName(root))
 	}
@@ -97,14 +136,19 @@ func (c *command) loadConfigFile(path string) (*configFile, error) {
 			continue
 		}
 		seen[kn.Value] = true
+		if strings.HasPrefix(kn.Value, extensionPrefix) {
+			continue // a place for anchors (x-variants: &v ...), as in compose files
+		}
 		if kn.Value == recipesSection {
 			f.recipes = vn
+			_, rerrs := f.decodeRecipes()
+			errs = append(errs, rerrs...)
 			continue
 		}
 		sec, ok := lookupSection(kn.Value)
 		if !ok {
 			names := append(strings.Split(sectionNames(), ", "), configFlag)
-			errs = append(errs, f.errAt(kn, "", "%s", unknownKey("section", kn.Value, names[:len(names)-1])))
+			errs = append(errs, f.errAt(kn, "", "%s (a section named %s… is ignored: a place for YAML anchors)", unknownKey("section", kn.Value, names[:len(names)-1]), extensionPrefix))
 			continue
 		}
 		if vn.Kind != yaml.MappingNode {
@@ -116,10 +160,111 @@ func (c *command) loadConfigFile(path string) (*configFile, error) {
 		}
 		errs = append(errs, c.loadSection(f, sec, vn)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	// In the file's order, whichever part found them.
+	sort.SliceStable(errs, func(i, j int) bool {
+		var a, b fileError
+		if !errors.As(errs[i], &a) || !errors.As(errs[j], &b) {
+			return false
+		}
+		return a.line < b.line || a.line == b.line && a.col < b.col
+	})
+	return f, errors.Join(errs...)
+}
+
+// extensionPrefix marks top-level keys the worker ignores, so anchors have a place to be defined.
+const extensionPrefix = "x-"
+
+// expand returns a copy of n with its aliases replaced by their anchors' values and its merge keys
+// (<<: *base, <<: [*a, *b]) by the keys they bring, a key written beside the merge winning over a
+// merged one. The copies may hold at most maxAliasNodes values in all.
+func (f *configFile) expand(n *yaml.Node) (*yaml.Node, error) {
+	e := expander{f: f, budget: maxAliasNodes, inside: map[*yaml.Node]bool{}}
+	return e.node(n)
+}
+
+type expander struct {
+	f      *configFile
+	budget int
+	inside map[*yaml.Node]bool // the anchors being copied, to refuse one that holds an alias to itself
+}
+
+func (e *expander) node(n *yaml.Node) (*yaml.Node, error) {
+	if len(e.inside) > 0 {
+		if e.budget--; e.budget < 0 {
+			return nil, e.f.errAt(n, "", "aliases (*name) and merge keys (<<) expand to more than %d values; write the values out instead", maxAliasNodes)
+		}
 	}
-	return f, nil
+	switch n.Kind {
+	case yaml.AliasNode:
+		a := n.Alias
+		if a == nil {
+			return nil, e.f.errAt(n, "", "alias *%s names no anchor", n.Value)
+		}
+		if e.inside[a] {
+			return nil, e.f.errAt(n, "", "alias *%s is inside the value it names", n.Value)
+		}
+		e.inside[a] = true
+		defer delete(e.inside, a)
+		return e.node(a)
+	case yaml.MappingNode:
+		return e.mapping(n)
+	}
+	cp := *n
+	cp.Content = make([]*yaml.Node, 0, len(n.Content))
+	for _, c := range n.Content {
+		x, err := e.node(c)
+		if err != nil {
+			return nil, err
+		}
+		cp.Content = append(cp.Content, x)
+	}
+	return &cp, nil
+}
+
+// mapping expands a mapping: its own keys, then those its merge keys bring that it lacks.
+func (e *expander) mapping(n *yaml.Node) (*yaml.Node, error) {
+	cp := *n
+	cp.Content = make([]*yaml.Node, 0, len(n.Content))
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merges = append(merges, n.Content[i+1])
+			continue
+		}
+		for _, c := range n.Content[i : i+2] {
+			x, err := e.node(c)
+			if err != nil {
+				return nil, err
+			}
+			cp.Content = append(cp.Content, x)
+		}
+	}
+	has := map[string]bool{}
+	for i := 0; i < len(cp.Content); i += 2 {
+		has[cp.Content[i].Value] = true
+	}
+	for _, m := range merges {
+		v, err := e.node(m)
+		if err != nil {
+			return nil, err
+		}
+		sources := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			sources = v.Content
+		}
+		for _, s := range sources {
+			if s.Kind != yaml.MappingNode {
+				return nil, e.f.errAt(m, "", "a merge key (<<) takes a mapping or a list of mappings, got %s", kindName(s))
+			}
+			for i := 0; i+1 < len(s.Content); i += 2 {
+				if k := s.Content[i]; !has[k.Value] {
+					has[k.Value] = true
+					cp.Content = append(cp.Content, k, s.Content[i+1])
+				}
+			}
+		}
+	}
+	return &cp, nil
 }
 
 // loadSection sets the flags of one section's keys.
@@ -158,6 +303,7 @@ func (c *command) loadSection(f *configFile, sec section, m *yaml.Node) []error 
 			continue
 		}
 		c.source[k.flag] = fmt.Sprintf("%s:%d", f.path, kn.Line)
+		c.pos[k.flag] = fmt.Sprintf("%s:%d:%d", f.path, vn.Line, vn.Column)
 	}
 	return errs
 }

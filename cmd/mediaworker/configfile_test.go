@@ -112,7 +112,7 @@ func TestConfigFileMistakes(t *testing.T) {
 		{"text for a number", "lanes:\n  image_jobs: many\n",
 			[]string{":2:15:", "lanes.image_jobs", `must be a whole number, got "many" (text)`}},
 		{"negative setting", "images:\n  high_size: -5\n",
-			[]string{":2: images.high_size (--image-high-size)", "image sizes must satisfy"}},
+			[]string{":2:14: images.high_size (--image-high-size)", "image sizes must satisfy"}},
 		{"bad format", "recipes:\n  x:\n    images:\n      - {name: x, width: 10, format: gif}\n",
 			[]string{":4:", "recipes.x.images[0].format", "must be one of webp, avif, jpeg, png, got \"gif\""}},
 		{"unsafe default", "recipes:\n  default:\n    images:\n      - {name: big, width: 4000, format: webp}\n",

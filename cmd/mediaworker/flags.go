@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,11 +32,24 @@ type command struct {
 	file *configFile
 	// noFile makes parse read no config file (config check's first look at its arguments).
 	noFile bool
+	// emptyVars and overrides say, once each, what the environment did that an operator should hear
+	// of: an empty variable ignored, a variable overriding the config file. Never a value: it may be a
+	// secret.
+	emptyVars, overrides []string
+	// pos is where in the config file each flag's value is, file:line:col, for errors.
+	pos map[string]string
+}
+
+// note adds s to list once.
+func note(list *[]string, s string) {
+	if !slices.Contains(*list, s) {
+		*list = append(*list, s)
+	}
 }
 
 func newCommand(name, summary, usage string) *command {
 	c := &command{name: name, summary: summary, usage: usage, fs: flag.NewFlagSet(name, flag.ContinueOnError),
-		fallbacks: map[string][]string{}, source: map[string]string{}, aliases: map[string]string{}}
+		fallbacks: map[string][]string{}, source: map[string]string{}, aliases: map[string]string{}, pos: map[string]string{}}
 	c.fs.SetOutput(io.Discard) // we print usage and errors ourselves
 	return c
 }
@@ -60,16 +74,18 @@ func (c *command) bindConfig() {
 // parse applies the config file first, then environment variables, then the command line, so a
 // variable beats the file and a flag beats both. It returns the positional arguments.
 func (c *command) parse(args []string) ([]string, error) {
+	var errs []error
 	if path, src := configPathOf(args); path != "" && !c.noFile && c.fs.Lookup(configFlag) != nil {
 		f, err := c.loadConfigFile(path)
-		if err != nil {
+		if f == nil {
 			return nil, err
 		}
+		// The file's mistakes are told with the variables', all at once.
+		errs = append(errs, err)
 		c.file = f
 		c.source[configFlag] = src
 	}
 	defer c.noteDeprecated()
-	var errs []error
 	c.fs.VisitAll(func(f *flag.Flag) {
 		names := append([]string{envName(f.Name)}, c.fallbacks[f.Name]...)
 		for _, n := range names {
@@ -77,8 +93,17 @@ func (c *command) parse(args []string) ([]string, error) {
 			if !ok {
 				continue
 			}
+			if v == "" {
+				// An empty variable is not a setting: it is what a template's unset ${KEY} leaves, and
+				// taken as one it would clear the file's signing key or NATS URL without a word.
+				note(&c.emptyVars, fmt.Sprintf("%s is set but empty: ignored, as if unset (to clear --%s, pass --%s= or remove it from the config file)", n, f.Name, f.Name))
+				continue
+			}
 			if err := c.fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("environment variable %s=%q (--%s): %s", n, v, f.Name, valueProblem(f, err)))
+			}
+			if from := c.source[f.Name]; c.file != nil && strings.HasPrefix(from, c.file.path+":") {
+				note(&c.overrides, fmt.Sprintf("%s overrides %s (%s) of the config file %s", n, fileKeyOf(f.Name), "--"+f.Name, from))
 			}
 			c.source[f.Name] = n
 			break
@@ -145,7 +170,7 @@ func (c *command) printUsage(w io.Writer) {
 			continue
 		}
 		if !grouped {
-			fmt.Fprintln(w, "\nEach flag is also read from the environment variable shown, and from the config file\n(--config) under the key shown; a flag beats its variable, which beats the file.")
+			fmt.Fprintln(w, "\nEach flag is also read from the environment variable shown, and from the config file\n(--config) under the key shown; a flag beats its variable, which beats the file. An empty\nvariable is ignored, as if unset.")
 			grouped = true
 		}
 		fmt.Fprintf(w, "\n%s (config file section %q):\n", strings.ToUpper(s.title[:1])+s.title[1:], s.name)

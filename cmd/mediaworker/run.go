@@ -56,8 +56,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mediaworker run: %v\n", err)
 		return exitUsage
 	}
-	for _, d := range c.deprecated {
+	for _, d := range slices.Concat(c.deprecated, c.emptyVars) {
 		log.Warn().Msg(d)
+	}
+	for _, o := range c.overrides {
+		log.Info().Msg(o)
 	}
 	if c.file != nil {
 		log.Info().Str("file", c.file.path).Strs("recipes", recipeNames(cfg.Pipeline.Recipes)).Msg("settings read from the config file (variables and flags override it)")

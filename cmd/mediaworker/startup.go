@@ -44,14 +44,19 @@ func startupMessage(err error) string {
 // packages' Validate methods describe their config fields, not flags; blame is found by resetting each
 // flag that was set (by flag or variable) to its default and seeing which errors go away.
 func invalidSettings(c *command, args []string, bind func(*command, *app.Config), verr error) string {
+	return "invalid settings: " + strings.Join(invalidSettingsEach(c, args, bind, verr), "; ")
+}
+
+// invalidSettingsEach is invalidSettings' messages, one per mistake.
+func invalidSettingsEach(c *command, args []string, bind func(*command, *app.Config), verr error) []string {
 	msgs := errorLines(verr)
 	blamed := map[string][]string{}
 	c.fs.Visit(func(f *flag.Flag) {
 		probe := app.DefaultConfig()
 		pc := newCommand(c.name, "", "")
 		bind(pc, &probe)
-		if _, err := pc.parse(args); err != nil {
-			return
+		if _, err := pc.parse(args); err != nil && !errors.As(err, new(fileError)) {
+			return // (a file with mistakes still sets its good values: config check tells both)
 		}
 		if err := pc.fs.Set(f.Name, f.DefValue); err != nil {
 			return
@@ -79,7 +84,7 @@ func invalidSettings(c *command, args []string, bind func(*command, *app.Config)
 		}
 		parts = append(parts, m)
 	}
-	return "invalid settings: " + strings.Join(parts, "; ")
+	return parts
 }
 
 // describe names a setting as the person set it: the config file's position and key, or the flag with
@@ -87,6 +92,9 @@ func invalidSettings(c *command, args []string, bind func(*command, *app.Config)
 func (c *command) describe(name string) string {
 	s := c.source[name]
 	if c.file != nil && strings.HasPrefix(s, c.file.path+":") {
+		if p := c.pos[name]; p != "" {
+			s = p // file:line:col of the value
+		}
 		return fmt.Sprintf("%s: %s (--%s)", s, fileKeyOf(name), name)
 	}
 	src := envName(name)
