@@ -169,9 +169,6 @@ func (p *Pipeline) copyReused(ctx context.Context, j *job, r *Reused) ([]contrac
 		if err := objstore.CopyStatted(ctx, p.store, info, j.req.S3Bucket, key); err != nil {
 			return nil, fmt.Errorf("copying %s/%s: %w", r.Bucket, o.Key, err)
 		}
-		if p.observer != nil {
-			p.observer.Transferred("out", info.Size)
-		}
 		if o.Variant.Format == "" {
 			continue
 		}
