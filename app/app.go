@@ -125,18 +125,15 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		return nil, err
 	}
 	a.deps = deps
-	var (
-		reuse      pipeline.Reuse
-		sigVersion pipeline.SignatureVersion
-	)
+	var reuse pipeline.Reuse
 	if !cfg.NoReuse {
-		reuse, sigVersion = natsjs.NewReuseMemory(a.js, cfg.Streams, cfg.Reuse), signatureVersion(a.scanner)
+		reuse = natsjs.NewReuseMemory(a.js, cfg.Streams, cfg.Reuse)
 		cfg.Pipeline.ReuseFingerprint = reuseFingerprint(cfg)
 	}
 	pdeps := pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
-		SignURL: a.signURL(), Reuse: reuse, SignatureVersion: sigVersion,
+		SignURL: a.signURL(), Reuse: reuse,
 	}
 	if cfg.MaxMemory > 0 {
 		// One budget for both lanes: an image decoded in this process and ffmpeg beside it take from

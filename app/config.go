@@ -74,8 +74,9 @@ type Config struct {
 	URLSigning   URLSigningConfig
 	ScanAPI      ScanAPIConfig
 
-	// NoReuse turns the reuse memory off: every upload is scanned and transformed, even bytes seen an
-	// hour ago. Reuse bounds the memory.
+	// NoReuse turns the reuse memory off: every upload is transformed, even bytes seen an hour ago
+	// (every upload is scanned either way). Reuse bounds the memory; Pipeline.ReuseAcrossBuckets says
+	// whether it is shared across buckets.
 	NoReuse bool
 	Reuse   natsjs.ReuseConfig
 }

@@ -189,7 +189,8 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.Videos.Prlimit, "prlimit", cfg.Videos.Prlimit, "prlimit(1) program that starts ffmpeg/ffprobe under their resource limits")
 	fs.Var(bytesFlag{&cfg.Videos.MaxOutputBytes}, "video-max-output-bytes", "largest encoded MP4; videos that would be larger are refused")
 
-	fs.BoolVar(&cfg.NoReuse, "no-reuse", cfg.NoReuse, "scan and transform every upload, even bytes seen before (by default an upload whose SHA-256, recipe and clamd signature version match a recent one is answered from it: its variants are copied, nothing is scanned or transformed)")
+	fs.BoolVar(&cfg.NoReuse, "no-reuse", cfg.NoReuse, "transform every upload, even bytes seen before (by default a clean upload whose SHA-256 and recipe match a recent one in its bucket is answered from it: its variants are copied, not made again; every upload is scanned either way)")
+	fs.BoolVar(&cfg.Pipeline.ReuseAcrossBuckets, "reuse-across-buckets", cfg.Pipeline.ReuseAcrossBuckets, "answer an upload from the same bytes remembered in another bucket; then a fast reused answer tells one bucket's tenant that another uploaded exactly these bytes (turn on only where all buckets are one tenant's)")
 	durationVar(fs, &cfg.Reuse.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
 	fs.Var(bytesFlag{&cfg.Reuse.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
 

@@ -83,6 +83,7 @@ var sections = []section{
 	}},
 	{"reuse", "reuse: repeated uploads answered without rework", []settingKey{
 		{"disabled", "no-reuse"}, {"ttl", "reuse-ttl"}, {"max_bytes", "reuse-max-bytes"},
+		{"share_across_buckets", "reuse-across-buckets"},
 	}},
 	{"http", "HTTP: console, health, metrics, /objects, /v1/scan", []settingKey{
 		{"addr", "http-addr"}, {"serve_objects", "serve-objects"},
