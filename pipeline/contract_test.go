@@ -57,3 +57,19 @@ func TestRefusalEchoesOnlyAValidRecipe(t *testing.T) {
 		}
 	}
 }
+
+// A success whose asset facts could not be computed says so: the contract promises them on every
+// success (docs/contract.md, "Asset facts"). fakeImages computes none.
+func TestMissingFactsAreWarned(t *testing.T) {
+	f := newFixture(t)
+	out := f.run(t)
+	if out.Kind != Success {
+		t.Fatalf("kind %s (%v), want success", out.Kind, out.Err)
+	}
+	if md := out.Response.Metadata; md == nil || md.ThumbHash != "" || len(md.SHA256) != 64 {
+		t.Fatalf("metadata %+v, want the sha256 and no facts", md)
+	}
+	if w := out.Response.Warnings; len(w) != 1 || w[0] != noFactsWarning {
+		t.Errorf("warnings %q, want %q", w, noFactsWarning)
+	}
+}
