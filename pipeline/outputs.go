@@ -34,6 +34,9 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha}
 	j.addFacts(res.Facts)
 	j.out.Response.Warnings = append(j.out.Response.Warnings, res.Warnings...)
+	if res.Facts == nil {
+		j.out.Response.Warnings = append(j.out.Response.Warnings, noFactsWarning)
+	}
 	outs := make([]output, 0, len(res.Variants))
 	for _, v := range res.Variants {
 		format, contentType := variantFormat(v.Format)
@@ -61,6 +64,9 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 		poster = posterFacts(res.PosterPath)
 		at := res.PosterTimeSeconds
 		j.out.Response.Metadata.PosterTimeSeconds = &at
+		if poster == nil {
+			j.out.Response.Warnings = append(j.out.Response.Warnings, noFactsWarning)
+		}
 	}
 	j.addFacts(poster)
 	outs := []output{{

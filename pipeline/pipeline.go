@@ -467,7 +467,7 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return nil
 	}
 	if kind != Video {
-		return nil
+		return p.checkMetadata(j)
 	}
 	// The probe's duration is what the encode's CPU budget follows (transcoder's cpuBudget).
 	probe, err := p.probeVideo(ctx, j)

@@ -636,13 +636,17 @@ int mw_rgba_small(VipsImage *in, int size, void **buf, size_t *len, int *width, 
 		goto out;
 	// A box average (vips_shrink), not vips_thumbnail_image: the copy is for statistics, not for eyes,
 	// and thumbnail_image's resampling of a 2048 px picture cost ~170 ms of CPU where this costs a few.
+	// Each side shrinks by the long side's factor, but never below one pixel: a 1×65535 picture's
+	// 1 px side shrunk by 655 would be 0 px wide, which vips_shrink refuses, and the picture got no
+	// facts at all. It becomes 1×100, as the facts' own downscale would make it.
 	{
 		int w = mw_vips_image_get_width(page), h = mw_vips_image_get_height(page);
 		double f = (double)(w > h ? w : h) / size;
+		double hf = f < w ? f : w, vf = f < h ? f : h;
 		if (f <= 1.0) {
 			small = page;
 			mw_g_object_ref(small);
-		} else if (mw_vips_shrink(page, &small, f, f, NULL))
+		} else if (mw_vips_shrink(page, &small, hf, vf, NULL))
 			goto out;
 	}
 	// Grey, 16-bit and CMYK pictures become 8-bit sRGB; the decode already applied any ICC profile.
