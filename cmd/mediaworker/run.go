@@ -187,8 +187,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.Var(bytesFlag{&cfg.Videos.MaxOutputBytes}, "video-max-output-bytes", "largest encoded MP4; videos that would be larger are refused")
 
 	fs.BoolVar(&cfg.NoReuse, "no-reuse", cfg.NoReuse, "scan and transform every upload, even bytes seen before (by default an upload whose SHA-256, recipe and clamd signature version match a recent one is answered from it: its variants are copied, nothing is scanned or transformed)")
-	durationVar(fs, &cfg.Reuse.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
-	fs.Var(bytesFlag{&cfg.Reuse.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
+	bindReuseBounds(fs, &cfg.Reuse)
 
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "console, health, metrics (and, with --storage nats, /objects) listen address; empty disables")
 	fs.BoolVar(&cfg.ScanAPI.Enabled, "scan-api", cfg.ScanAPI.Enabled, "serve POST /v1/scan: an API streams an upload's bytes and gets clamd's verdict as JSON")
