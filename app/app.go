@@ -78,6 +78,12 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		if err := natsjs.Provision(ctx, a.js, cfg.Streams); err != nil {
 			return nil, fmt.Errorf("provisioning streams: %w", err)
 		}
+		if !cfg.NoReuse {
+			// Here, once, rather than by the first jobs of every instance at the same moment.
+			if err := natsjs.ProvisionReuse(ctx, a.js, cfg.Streams, cfg.Reuse); err != nil {
+				return nil, fmt.Errorf("provisioning the reuse memory: %w", err)
+			}
+		}
 	} else if err := natsjs.CheckOwnership(ctx, a.js, cfg.Streams); err != nil {
 		return nil, fmt.Errorf("checking the streams: %w", err)
 	}

@@ -191,8 +191,7 @@ func bindRun(c *command, cfg *app.Config) {
 
 	fs.BoolVar(&cfg.NoReuse, "no-reuse", cfg.NoReuse, "transform every upload, even bytes seen before (by default a clean upload whose SHA-256 and recipe match a recent one in its bucket is answered from it: its variants are copied, not made again; every upload is scanned either way)")
 	fs.BoolVar(&cfg.Pipeline.ReuseAcrossBuckets, "reuse-across-buckets", cfg.Pipeline.ReuseAcrossBuckets, "answer an upload from the same bytes remembered in another bucket; then a fast reused answer tells one bucket's tenant that another uploaded exactly these bytes (turn on only where all buckets are one tenant's)")
-	durationVar(fs, &cfg.Reuse.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
-	fs.Var(bytesFlag{&cfg.Reuse.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
+	bindReuseBounds(fs, &cfg.Reuse)
 
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "console, health, metrics (and, with --storage nats, /objects) listen address; empty disables")
 	fs.BoolVar(&cfg.ScanAPI.Enabled, "scan-api", cfg.ScanAPI.Enabled, "serve POST /v1/scan: an API streams an upload's bytes and gets clamd's verdict as JSON")
