@@ -32,6 +32,10 @@ type probed struct {
 // probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
 // whitelist) is bad input; so is one without a video stream.
 func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
+	mc, isMP4 := readMP4Content(path)
+	if mc.protected {
+		return probed{}, badInput(protectedMsg, nil)
+	}
 	args := []string{
 		"-hide_banner", "-loglevel", "error",
 		"-max_alloc", strconv.Itoa(maxAllocBytes),
@@ -161,8 +165,23 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 		}
 		return probed{}, badInput("the file has no video stream", nil)
 	}
+	if isMP4 && mc.fragmented {
+		// The fragments' timing, not the declared mehd, is what the content holds (mp4_content.go).
+		if mc.videoFrames == 0 {
+			return probed{}, badInput(noVideoFramesMsg, nil)
+		}
+		if s := mc.fragmentSeconds; s > 0 && math.Abs(p.info.Duration-s) > 1 {
+			p.info.Duration = s
+		}
+	}
 	return p, nil
 }
+
+// protectedMsg refuses protected (DRM) media: its samples are ciphertext, which decodes as grey.
+const protectedMsg = "the video is encrypted (DRM); it cannot be converted"
+
+// noVideoFramesMsg refuses a fragmented MP4 whose video track has no samples: an init segment alone.
+const noVideoFramesMsg = "the file has no video frames (an MP4 init segment without its media segments?)"
 
 // emptyAudio reports an audio stream that holds nothing: its container counts no frames in it, or
 // ffprobe found none of its packets where it looked (the first few seconds), so it knows no sample
