@@ -132,6 +132,9 @@ type ImageResult struct {
 	// copy of the decoded picture; nil if that copy could not be made (they are extras: the variants
 	// do not depend on them).
 	Facts *facts.Facts
+	// HDR names the transfer of an HDR still ("pq" or "hlg": a HEIF or AVIF whose nclx colour
+	// property says so) that was tone-mapped to SDR sRGB; "" for every other image.
+	HDR string
 	// Warnings say what the variants lack that the source had (an animation beyond the budget,
 	// shown as its first frame), for the response's warnings.
 	Warnings []string
@@ -255,7 +258,14 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	decode := decodeBox(specs, res.Width, res.Height)
 	animate, warnings := im.animationPlan(hdr, res.Format, sn, specs, decode, res.Width, res.Height)
 	res.Warnings = append(res.Warnings, warnings...)
-	decoded, err := vips.ThumbnailBox(srcPath, decode.w, decode.h, animate, hdr.HasICC)
+	var decoded *vips.Image
+	if c := hdrStill(srcPath, res.Format, hdr, animate); c != nil {
+		// Tone-mapped to SDR sRGB (image_hdr.go), facts and all: libvips would show its code values as sRGB.
+		decoded, err = vips.ThumbnailToneMapped(srcPath, decode.w, decode.h, c.toneCurve())
+		res.HDR = c.hdr()
+	} else {
+		decoded, err = vips.ThumbnailBox(srcPath, decode.w, decode.h, animate, hdr.HasICC)
+	}
 	releaseHEIF()
 	if err != nil {
 		return ImageResult{}, imageInputError("decoding image", srcPath, sn, hdr.Loader, err)
