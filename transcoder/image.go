@@ -217,7 +217,13 @@ func (im *Images) TransformRecipe(ctx context.Context, srcPath, outDir string, s
 	if im.viaFFmpeg(sn) {
 		return im.transformAnimation(ctx, srcPath, outDir, sn, specs)
 	}
-	return im.transformFile(ctx, srcPath, outDir, sn, specs)
+	res, err := im.transformFile(ctx, srcPath, outDir, sn, specs)
+	if err == nil && sn.Format == "GIF" {
+		if w := gifCutWarning(srcPath); w != "" { // image_gif_cut.go
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
+	return res, err
 }
 
 // transformFile is TransformRecipe on a file libvips reads, sniffed as sn.
