@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"slices"
 )
 
 // What a HEIF or AVIF file's meta box says about its primary picture: how it is coded (the item's
@@ -12,9 +13,12 @@ import (
 
 // heifPrimary describes a HEIF file's primary item.
 type heifPrimary struct {
-	itemType   string // "hvc1", "av01", "grid", "unci", "j2k1", ...; "" when iinf does not name it
-	compressed bool   // a generic compression property (cmpC or icef: deflate, zlib, brotli)
-	nclx       *cicp  // its colr nclx property; nil when it has none
+	itemType string // "hvc1", "av01", "grid", "unci", "j2k1", ...; "" when iinf does not name it
+	// codings are the item types its pixels are coded in: its own, or for a derived picture (grid,
+	// iden, iovl) those of the items it is made of (iref dimg).
+	codings    []string
+	compressed bool  // a generic compression property (cmpC or icef: deflate, zlib, brotli) on any of them
+	nclx       *cicp // its colr nclx property; nil when it has none
 }
 
 // readHEIFPrimary reads the meta box of the HEIF file at path (at most maxParsedBoxBytes of it);
@@ -72,6 +76,7 @@ func parseHEIFMeta(meta []byte) (heifPrimary, error) {
 		props      []string // ipco's property types, in order
 		propBodies [][]byte
 		assoc      = map[uint32][]int{}
+		derived    = map[uint32][]uint32{} // iref dimg: the items a derived picture is made of
 	)
 	err := children(meta[4:], func(typ string, body []byte) error {
 		switch typ {
@@ -109,6 +114,8 @@ func parseHEIFMeta(meta []byte) (heifPrimary, error) {
 				}
 				return nil
 			})
+		case "iref":
+			return parseDimg(body, derived)
 		case "iprp":
 			return children(body, func(typ string, b []byte) error {
 				switch typ {
@@ -130,14 +137,22 @@ func parseHEIFMeta(meta []byte) (heifPrimary, error) {
 		return heifPrimary{}, errHEIFMeta
 	}
 	p := heifPrimary{itemType: types[primary]}
-	for _, i := range assoc[primary] {
-		if i < 1 || i > len(props) {
-			continue
+	coded := []uint32{primary}
+	if derivedTypes[p.itemType] {
+		coded = derived[primary]
+	}
+	for _, id := range coded {
+		if t := types[id]; t != "" && !slices.Contains(p.codings, t) {
+			p.codings = append(p.codings, t)
 		}
-		switch props[i-1] {
-		case "cmpC", "icef":
-			p.compressed = true
-		case "colr":
+		for _, i := range assoc[id] {
+			if i >= 1 && i <= len(props) && (props[i-1] == "cmpC" || props[i-1] == "icef") {
+				p.compressed = true
+			}
+		}
+	}
+	for _, i := range assoc[primary] {
+		if i >= 1 && i <= len(props) && props[i-1] == "colr" {
 			if c, ok := parseNCLX(propBodies[i-1]); ok && p.nclx == nil {
 				p.nclx = &c
 			}
@@ -214,4 +229,124 @@ func parseNCLX(b []byte) (cicp, bool) {
 		matrix:    binary.BigEndian.Uint16(b[8:10]),
 		fullRange: b[10]&0x80 != 0,
 	}, true
+}
+
+// derivedTypes are the item types of pictures made of other items.
+var derivedTypes = map[string]bool{"grid": true, "iden": true, "iovl": true}
+
+// parseDimg reads iref's dimg references: the items each derived picture is made of.
+func parseDimg(b []byte, derived map[uint32][]uint32) error {
+	if len(b) < 4 {
+		return errHEIFMeta
+	}
+	idSize := 2
+	if b[0] != 0 {
+		idSize = 4
+	}
+	id := func(b []byte) uint32 {
+		if idSize == 2 {
+			return uint32(binary.BigEndian.Uint16(b))
+		}
+		return binary.BigEndian.Uint32(b)
+	}
+	return children(b[4:], func(typ string, r []byte) error {
+		if typ != "dimg" || len(r) < idSize+2 {
+			return nil
+		}
+		from := id(r)
+		n := int(binary.BigEndian.Uint16(r[idSize:]))
+		r = r[idSize+2:]
+		for i := 0; i < n && len(r) >= idSize; i++ {
+			derived[from] = append(derived[from], id(r))
+			r = r[idSize:]
+		}
+		return nil
+	})
+}
+
+// heifCodings are what this libheif (1.15, with libde265 and dav1d/aom) decodes.
+var heifCodings = map[string]bool{"hvc1": true, "av01": true}
+
+// heifCodingNames name the codings people may know, for the refusal of one this libheif does not
+// decode.
+var heifCodingNames = map[string]string{
+	"unci": "uncompressed, ISO/IEC 23001-17",
+	"j2k1": "JPEG 2000",
+	"jpeg": "JPEG",
+	"avc1": "H.264",
+	"vvc1": "VVC",
+	"evc1": "EVC",
+	"mski": "a mask",
+}
+
+// HEIFUnsupported says, from the first bytes of an ISO base media file, whether it is a HEIF image
+// (AVIF included) whose primary picture this libheif cannot decode, and why, in words for the
+// refusal ("HEIF image with an unsupported coding (JPEG 2000)"); heif reports that head holds a
+// HEIF image's structure at all (a meta box with a primary item, or a low-overhead mini box), so
+// that one whose brand detection does not map is still taken for an image; avif that its pictures
+// are AV1. An unknown or unreadable structure says nothing (heif false): detection goes on as
+// before.
+func HEIFUnsupported(head []byte) (heif, avif bool, refusal string) {
+	var meta []byte
+	mini := false
+	_ = children(boxesHeld(head), func(typ string, body []byte) error {
+		switch typ {
+		case "meta":
+			if meta == nil {
+				meta = body
+			}
+		case "mini":
+			mini = true
+		}
+		return nil
+	})
+	if mini && meta == nil {
+		return true, false, "HEIF image with an unsupported coding (the low-overhead 'mini' form of HEIF, 2025)"
+	}
+	if meta == nil {
+		return false, false, ""
+	}
+	p, err := parseHEIFMeta(meta)
+	if err != nil || len(p.codings) == 0 {
+		return false, false, ""
+	}
+	avif = slices.Contains(p.codings, "av01")
+	if p.compressed {
+		return true, avif, "HEIF image with an unsupported coding (compressed with deflate, zlib or brotli)"
+	}
+	for _, c := range p.codings {
+		if !heifCodings[c] {
+			name, ok := heifCodingNames[c]
+			if !ok {
+				name = "item type '" + printable(c) + "'"
+			}
+			return true, avif, "HEIF image with an unsupported coding (" + name + ")"
+		}
+	}
+	return true, avif, ""
+}
+
+// boxesHeld returns the part of head made of whole top-level boxes: a box cut off at head's end is
+// left out (and so is what follows).
+func boxesHeld(head []byte) []byte {
+	off := 0
+	for off+8 <= len(head) {
+		size := int(binary.BigEndian.Uint32(head[off:]))
+		if size < 8 || size > len(head)-off {
+			break
+		}
+		off += size
+	}
+	return head[:off]
+}
+
+// printable replaces bytes outside printable ASCII in a four-character code by '?'.
+func printable(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e || c == '\'' {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }
