@@ -23,13 +23,15 @@ import (
 
 // mp4Content is what readMP4Content found.
 type mp4Content struct {
-	protected  bool // an encrypted sample entry, protection scheme info or a pssh box
-	fragmented bool // the index has an mvex box
-	// videoFrames counts the first video track's samples (its sample table's and its fragments').
+	protected   bool // an encrypted sample entry, protection scheme info or a pssh box
+	fragmented  bool // the index has an mvex box
+	videoTracks int  // tracks whose handler is vide
+	// videoFrames counts the video tracks' samples (their sample tables' and their fragments').
 	videoFrames int64
-	// fragmentSeconds is how long the first video track's fragments last: the end of the last
-	// sample minus the decode time of the first; 0 when there is none, or when the track has samples
-	// in its sample table too (ffmpeg's fragmented files without empty_moov).
+	// fragmentSeconds is how long the longest track's fragments last (as ffprobe's duration is the
+	// longest stream's): the end of its last sample minus the decode time of its first; 0 when there
+	// is none, and a track with samples in its sample table too (ffmpeg's fragmented files without
+	// empty_moov) is not counted.
 	fragmentSeconds float64
 }
 
@@ -64,7 +66,7 @@ func readMP4Content(path string) (c mp4Content, ok bool) {
 		if first {
 			first = false
 			switch typ {
-			case "ftyp", "moov", "wide", "free", "skip", "mdat":
+			case "ftyp", "moov", "wide", "free", "skip", "mdat", "styp", "sidx", "moof": // a media segment may come alone
 			default:
 				return false
 			}
@@ -86,10 +88,13 @@ func readMP4Content(path string) (c mp4Content, ok bool) {
 	if !ok {
 		return mp4Content{}, false
 	}
-	if v := r.video; v != nil {
-		r.c.videoFrames = v.tableSamples + v.fragmentSamples
-		if v.timescale > 0 && v.fragments && v.tableSamples == 0 {
-			r.c.fragmentSeconds = float64(v.fragmentEnd-v.fragmentStart) / float64(v.timescale)
+	for _, t := range r.tracks {
+		if t.video {
+			r.c.videoTracks++
+			r.c.videoFrames += t.tableSamples + t.fragmentSamples
+		}
+		if t.timescale > 0 && t.fragments && t.tableSamples == 0 {
+			r.c.fragmentSeconds = max(r.c.fragmentSeconds, float64(t.fragmentEnd-t.fragmentStart)/float64(t.timescale))
 		}
 	}
 	return r.c, true
@@ -113,7 +118,6 @@ type mp4Reader struct {
 	size   int64
 	c      mp4Content
 	tracks map[uint32]*mp4Track
-	video  *mp4Track // the first video track
 }
 
 // walk calls fn for each box between start and end (type, body offset, end), until fn returns false
@@ -253,9 +257,6 @@ func (r *mp4Reader) trak(start, end int64) {
 	t.video, t.timescale = video, timescale
 	if sawStsz {
 		t.tableSamples = samples
-	}
-	if video && r.video == nil {
-		r.video = t
 	}
 }
 

@@ -165,14 +165,13 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 		}
 		return probed{}, badInput("the file has no video stream", nil)
 	}
-	if isMP4 && mc.fragmented {
+	if isMP4 && mc.videoTracks > 0 && mc.videoFrames == 0 {
+		// Video tracks without a sample: an init segment alone, or an index written before any frame.
+		return probed{}, badInput(noVideoFramesMsg, nil)
+	}
+	if s := mc.fragmentSeconds; isMP4 && mc.fragmented && s > 0 && math.Abs(p.info.Duration-s) > 1 {
 		// The fragments' timing, not the declared mehd, is what the content holds (mp4_content.go).
-		if mc.videoFrames == 0 {
-			return probed{}, badInput(noVideoFramesMsg, nil)
-		}
-		if s := mc.fragmentSeconds; s > 0 && math.Abs(p.info.Duration-s) > 1 {
-			p.info.Duration = s
-		}
+		p.info.Duration = s
 	}
 	return p, nil
 }
@@ -180,7 +179,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 // protectedMsg refuses protected (DRM) media: its samples are ciphertext, which decodes as grey.
 const protectedMsg = "the video is encrypted (DRM); it cannot be converted"
 
-// noVideoFramesMsg refuses a fragmented MP4 whose video track has no samples: an init segment alone.
+// noVideoFramesMsg refuses an MP4 whose video tracks hold no sample: an init segment alone.
 const noVideoFramesMsg = "the file has no video frames (an MP4 init segment without its media segments?)"
 
 // emptyAudio reports an audio stream that holds nothing: its container counts no frames in it, or
