@@ -310,9 +310,14 @@ func HEIFUnsupported(head []byte) (heif, avif bool, refusal string) {
 	if err != nil || len(p.codings) == 0 {
 		return false, false, ""
 	}
-	avif = slices.Contains(p.codings, "av01")
+	return true, slices.Contains(p.codings, "av01"), p.unsupported()
+}
+
+// unsupported is the refusal of a primary picture coded in a way this libheif does not decode, ""
+// when it decodes it (or nothing is known of its coding).
+func (p heifPrimary) unsupported() string {
 	if p.compressed {
-		return true, avif, "HEIF image with an unsupported coding (compressed with deflate, zlib or brotli)"
+		return "HEIF image with an unsupported coding (compressed with deflate, zlib or brotli)"
 	}
 	for _, c := range p.codings {
 		if !heifCodings[c] {
@@ -320,10 +325,10 @@ func HEIFUnsupported(head []byte) (heif, avif bool, refusal string) {
 			if !ok {
 				name = "item type '" + printable(c) + "'"
 			}
-			return true, avif, "HEIF image with an unsupported coding (" + name + ")"
+			return "HEIF image with an unsupported coding (" + name + ")"
 		}
 	}
-	return true, avif, ""
+	return ""
 }
 
 // boxesHeld returns the part of head made of whole top-level boxes: a box cut off at head's end is

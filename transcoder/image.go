@@ -233,6 +233,12 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 		if e := im.decoderSizeRefusal(err, sn); e != nil {
 			return ImageResult{}, e
 		}
+		if sn.Format == "HEIF" || sn.Format == "AVIF" {
+			// Detection refuses these from the file's head; a meta box beyond it is read here.
+			if p, ok := readHEIFPrimary(srcPath); ok && p.unsupported() != "" {
+				return ImageResult{}, badInputSaid("reading image header: "+p.unsupported(), err)
+			}
+		}
 		return ImageResult{}, imageInputError("reading image header", srcPath, sn, "", err)
 	}
 	if err := im.checkLimits(hdr); err != nil {
