@@ -40,6 +40,9 @@ type mp4Content struct {
 const (
 	maxParsedBoxBytes = 16 << 20
 	maxBoxDepth       = 8
+	// maxBoxHeaders bounds the box headers read in all (one small read each): an hour of two-frame
+	// fragments at 60 fps is about 650,000; a file of tiny boxes ends the walk there.
+	maxBoxHeaders = 1_000_000
 )
 
 // protectedEntries are the sample entries of encrypted tracks: CENC's encv/enca/encs/enct/encm and
@@ -114,10 +117,11 @@ type mp4Track struct {
 }
 
 type mp4Reader struct {
-	r      io.ReaderAt
-	size   int64
-	c      mp4Content
-	tracks map[uint32]*mp4Track
+	r       io.ReaderAt
+	size    int64
+	headers int // box headers read, at most maxBoxHeaders
+	c       mp4Content
+	tracks  map[uint32]*mp4Track
 }
 
 // walk calls fn for each box between start and end (type, body offset, end), until fn returns false
@@ -125,6 +129,9 @@ type mp4Reader struct {
 func (r *mp4Reader) walk(start, end int64, fn func(typ string, body, end int64) bool) {
 	var b [16]byte
 	for off := start; off+8 <= end; {
+		if r.headers++; r.headers > maxBoxHeaders {
+			return
+		}
 		if _, err := r.r.ReadAt(b[:8], off); err != nil {
 			return
 		}
