@@ -29,6 +29,24 @@ func TestVideoEncryptedIsRefused(t *testing.T) {
 	checkVideoErrorForPeople(t, err, path)
 }
 
+// A WebM whose track header declares encryption is refused the same way.
+func TestVideoEncryptedWebMIsRefused(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	path := testenv.MakeEncryptedWebM(t, t.TempDir(), "protected.webm", 1)
+	if p := testenv.FFprobe(t, path); p.Stream("video") == nil {
+		t.Fatalf("control: ffprobe should read the WebM's video, got %+v", p)
+	}
+	_, err := v.Probe(context.Background(), path)
+	if !transcoder.IsBadInput(err) || err.Error() != "the video is encrypted (DRM); it cannot be converted" {
+		t.Fatalf("Probe: got %v, want the encrypted (DRM) refusal", err)
+	}
+	// The same file, clear, is taken.
+	if _, err := v.Probe(context.Background(), testenv.MakeVideo(t, t.TempDir(), "clear.webm",
+		testenv.VideoOpts{Container: "webm", VCodec: "vp9", Seconds: 1})); err != nil {
+		t.Fatalf("Probe of a clear WebM: %v", err)
+	}
+}
+
 // A fragmented MP4 whose headers declare 3,900 s over 3 s of fragments is judged by its fragments:
 // within the hour's limit, and converted whole.
 func TestVideoFragmentedDurationFromContent(t *testing.T) {

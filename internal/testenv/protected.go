@@ -90,3 +90,100 @@ func MakeInitSegment(t testing.TB, dir, name string) string {
 	}
 	return full
 }
+
+// MakeEncryptedWebM writes dir/name: a 320×240 VP9 WebM of seconds seconds whose video track
+// header declares WebM's Common Encryption (ContentEncodings → ContentEncoding of type 1 with a
+// ContentEncryption: AES-CTR and a key ID), as a packager writes it; the frames themselves are left
+// clear, so ffprobe reads the file as any WebM. It is rewritten as a live WebM (a segment of
+// unknown size, without the seek head and cues whose offsets the longer track header would move).
+func MakeEncryptedWebM(t testing.TB, dir, name string, seconds float64) string {
+	t.Helper()
+	src := MakeVideo(t, t.TempDir(), "clear.webm", VideoOpts{Container: "webm", VCodec: "vp9", Seconds: seconds})
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type element struct {
+		id         []byte
+		body       []byte
+		start, end int
+	}
+	// read returns the element at off in b.
+	read := func(b []byte, off int) element {
+		idLen := ebmlVintLen(t, b[off])
+		sizeLen := ebmlVintLen(t, b[off+idLen])
+		size := uint64(b[off+idLen]) & (0xFF >> sizeLen)
+		for _, c := range b[off+idLen+1 : off+idLen+sizeLen] {
+			size = size<<8 | uint64(c)
+		}
+		bodyStart := off + idLen + sizeLen
+		bodyEnd := min(len(b), bodyStart+int(size))
+		if size == (1<<(7*sizeLen))-1 { // unknown size
+			bodyEnd = len(b)
+		}
+		return element{id: b[off : off+idLen], body: b[bodyStart:bodyEnd], start: off, end: bodyEnd}
+	}
+	encode := func(id []byte, body []byte) []byte {
+		out := append([]byte{}, id...)
+		out = append(out, 0x01)
+		for i := 6; i >= 0; i-- {
+			out = append(out, byte(uint64(len(body))>>(8*i)))
+		}
+		return append(out, body...)
+	}
+	uint1 := func(id []byte, v byte) []byte { return encode(id, []byte{v}) }
+	encryption := encode([]byte{0x50, 0x35}, append(append(
+		uint1([]byte{0x47, 0xE1}, 5),                               // ContentEncAlgo: AES
+		encode([]byte{0x47, 0xE2}, []byte("0123456789abcdef"))...), // ContentEncKeyID
+		encode([]byte{0x47, 0xE7}, uint1([]byte{0x47, 0xE8}, 1))...)) // AES settings: CTR
+	encoding := encode([]byte{0x62, 0x40}, append(append(append(
+		uint1([]byte{0x50, 0x31}, 0),     // ContentEncodingOrder
+		uint1([]byte{0x50, 0x32}, 1)...), // ContentEncodingScope: the frames
+		uint1([]byte{0x50, 0x33}, 1)...), // ContentEncodingType: encryption
+		encryption...))
+	encodings := encode([]byte{0x6D, 0x80}, encoding)
+
+	header := read(data, 0)
+	segment := read(data, header.end)
+	out := append([]byte{}, data[:header.end]...)
+	out = append(out, segment.id...)
+	out = append(out, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF) // unknown size
+	seg := segment.body
+	for off := 0; off < len(seg); {
+		e := read(seg, off)
+		switch string(e.id) {
+		case "\x11\x4D\x9B\x74", "\x1C\x53\xBB\x6B": // SeekHead, Cues: offsets that would be wrong
+		case "\x16\x54\xAE\x6B": // Tracks: the video track entry declares the encryption
+			var tracks []byte
+			for o := 0; o < len(e.body); {
+				te := read(e.body, o)
+				if string(te.id) == "\xAE" {
+					tracks = append(tracks, encode(te.id, append(append([]byte{}, te.body...), encodings...))...)
+				} else {
+					tracks = append(tracks, e.body[te.start:te.end]...)
+				}
+				o = te.end
+			}
+			out = append(out, encode(e.id, tracks)...)
+		default:
+			out = append(out, seg[e.start:e.end]...)
+		}
+		off = e.end
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func ebmlVintLen(t testing.TB, b byte) int {
+	t.Helper()
+	for i := range 8 {
+		if b&(0x80>>i) != 0 {
+			return i + 1
+		}
+	}
+	t.Fatalf("MakeEncryptedWebM: %#x starts no EBML number", b)
+	return 0
+}
