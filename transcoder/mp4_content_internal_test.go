@@ -9,7 +9,7 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
-// The box readers (MP4, HEIF, Matroska) run on uploads before any tool does: damaged, cut and made-up boxes must give an
+// The box readers (MP4, HEIF, Matroska, MPEG-TS headers) run on uploads before any tool does: damaged, cut and made-up boxes must give an
 // answer, never a panic or an unbounded read. Real files, cut at every few bytes and with bytes
 // flipped at random, go through both.
 func TestBoxReadersTakeDamagedFiles(t *testing.T) {
@@ -19,6 +19,7 @@ func TestBoxReadersTakeDamagedFiles(t *testing.T) {
 		testenv.MakeEncryptedVideo(t, dir, "enc.mp4", 1),
 		testenv.MakeHEIC(t, dir, 64, 48),
 		testenv.MakeEncryptedWebM(t, dir, "enc.webm", 1),
+		testenv.MakeScrambledTS(t, dir, "scrambled.ts", 1),
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	path := filepath.Join(dir, "damaged")
@@ -42,6 +43,7 @@ func TestBoxReadersTakeDamagedFiles(t *testing.T) {
 			readMP4Content(path)
 			readHEIFPrimary(path)
 			matroskaProtected(path)
+			tsScrambled(path)
 			HEIFUnsupported(b)
 		}
 	}

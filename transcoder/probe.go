@@ -33,7 +33,7 @@ type probed struct {
 // whitelist) is bad input; so is one without a video stream.
 func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	mc, isMP4 := readMP4Content(path)
-	if mc.protected || (!isMP4 && matroskaProtected(path)) {
+	if mc.protected || (!isMP4 && (matroskaProtected(path) || tsScrambled(path))) {
 		return probed{}, badInput(protectedMsg, nil)
 	}
 	args := []string{

@@ -47,6 +47,24 @@ func TestVideoEncryptedWebMIsRefused(t *testing.T) {
 	}
 }
 
+// A transport stream whose programme is scrambled (a DVB recording of a pay channel) is refused the
+// same way; a clear one is taken.
+func TestVideoScrambledTSIsRefused(t *testing.T) {
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	path := testenv.MakeScrambledTS(t, t.TempDir(), "recording.ts", 1)
+	if p := testenv.FFprobe(t, path); p.Stream("video") == nil {
+		t.Fatalf("control: ffprobe should read the stream's video, got %+v", p)
+	}
+	_, err := v.Probe(context.Background(), path)
+	if !transcoder.IsBadInput(err) || err.Error() != "the video is encrypted (DRM); it cannot be converted" {
+		t.Fatalf("Probe: got %v, want the encrypted (DRM) refusal", err)
+	}
+	if _, err := v.Probe(context.Background(), testenv.MakeVideo(t, t.TempDir(), "clear.ts",
+		testenv.VideoOpts{Container: "mpegts", ACodec: "aac", Seconds: 1})); err != nil {
+		t.Fatalf("Probe of a clear transport stream: %v", err)
+	}
+}
+
 // A fragmented MP4 whose headers declare 3,900 s over 3 s of fragments is judged by its fragments:
 // within the hour's limit, and converted whole.
 func TestVideoFragmentedDurationFromContent(t *testing.T) {

@@ -187,3 +187,30 @@ func ebmlVintLen(t testing.TB, b byte) int {
 	t.Fatalf("MakeEncryptedWebM: %#x starts no EBML number", b)
 	return 0
 }
+
+// MakeScrambledTS writes dir/name: a 320×240 H.264 MPEG-TS of seconds seconds whose video and audio
+// packets are marked scrambled (transport_scrambling_control 10, "even key"), as a DVB recording of a
+// scrambled channel is; the tables (PAT, PMT, SDT) stay clear, as they are on air. The payload itself
+// is left clear, so ffprobe reads the streams as any transport stream.
+func MakeScrambledTS(t testing.TB, dir, name string, seconds float64) string {
+	t.Helper()
+	src := MakeVideo(t, t.TempDir(), "clear.ts", VideoOpts{Container: "mpegts", ACodec: "aac", Seconds: seconds})
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off+188 <= len(data); off += 188 {
+		if data[off] != 0x47 {
+			t.Fatalf("MakeScrambledTS: lost sync at %d", off)
+		}
+		pid := int(data[off+1]&0x1F)<<8 | int(data[off+2])
+		if pid >= 0x100 && pid != 0x1FFF { // ffmpeg's elementary streams; not the tables or null packets
+			data[off+3] = data[off+3]&0x3F | 0x80
+		}
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
