@@ -25,7 +25,7 @@ import (
 type mp4Content struct {
 	protected   bool // an encrypted sample entry, protection scheme info or a pssh box
 	fragmented  bool // the index has an mvex box
-	videoTracks int  // tracks whose handler is vide
+	videoTracks int  // tracks whose handler is vide, their sample table read
 	// videoFrames counts the video tracks' samples (their sample tables' and their fragments').
 	videoFrames int64
 	// fragmentSeconds is how long the longest track's fragments last (as ffprobe's duration is the
@@ -92,7 +92,7 @@ func readMP4Content(path string) (c mp4Content, ok bool) {
 		return mp4Content{}, false
 	}
 	for _, t := range r.tracks {
-		if t.video {
+		if t.video && t.sawTable { // a track whose sample table was cut off says nothing of its frames
 			r.c.videoTracks++
 			r.c.videoFrames += t.tableSamples + t.fragmentSamples
 		}
@@ -108,6 +108,7 @@ type mp4Track struct {
 	video           bool
 	timescale       uint32
 	tableSamples    int64  // in the sample table (stsz)
+	sawTable        bool   // the sample table's size box was read
 	defaultDuration uint32 // trex's default sample duration
 	// The fragments: samples, and the decode times their runs span.
 	fragments                  bool
@@ -263,7 +264,7 @@ func (r *mp4Reader) trak(start, end int64) {
 	t := r.track(id)
 	t.video, t.timescale = video, timescale
 	if sawStsz {
-		t.tableSamples = samples
+		t.tableSamples, t.sawTable = samples, true
 	}
 }
 
