@@ -88,7 +88,7 @@ type Metadata struct {
 	VideoCodec      string  `json:"videoCodec,omitempty"`
 	AudioCodec      string  `json:"audioCodec,omitempty"`
 	HasAlpha        bool    `json:"hasAlpha,omitempty"`
-	// HDR is "hlg" or "pq" when the source video was HDR (its outputs were tone-mapped to SDR).
+	// HDR is "hlg" or "pq" when the source (a video, or a HEIC/AVIF still) was HDR (its outputs were tone-mapped to SDR).
 	HDR string `json:"hdr,omitempty"`
 
 	// The asset's facts (a video's from its poster frame): what a UI shows before the media loads,

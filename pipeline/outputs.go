@@ -31,7 +31,7 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 	if err != nil {
 		return nil, err
 	}
-	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha}
+	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha, HDR: res.HDR}
 	j.addFacts(res.Facts)
 	j.out.Response.Warnings = append(j.out.Response.Warnings, res.Warnings...)
 	if res.Facts == nil {
