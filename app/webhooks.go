@@ -19,7 +19,7 @@ func (c Config) webhookStreams() webhooks.Streams {
 
 // startWebhooks starts the deliveries, when any endpoint is configured.
 func (a *App) startWebhooks(ctx context.Context) error {
-	if len(a.cfg.Webhooks.Endpoints) == 0 {
+	if len(a.cfg.Webhooks.All()) == 0 {
 		return nil
 	}
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -27,7 +27,7 @@ func (a *App) startWebhooks(ctx context.Context) error {
 		Help: "Webhook delivery attempts by endpoint and result (delivered, retry, dead_lettered, disabled, skipped).",
 	}, []string{"endpoint", "result"})
 	a.metrics.reg.MustRegister(vec)
-	for _, e := range a.cfg.Webhooks.Endpoints { // every endpoint's series from the start, at 0
+	for _, e := range a.cfg.Webhooks.All() { // every endpoint's series from the start, at 0
 		for _, r := range []string{webhooks.ResultDelivered, webhooks.ResultRetry, webhooks.ResultDeadLettered, webhooks.ResultDisabled} {
 			vec.WithLabelValues(e.Name, r)
 		}
@@ -38,7 +38,7 @@ func (a *App) startWebhooks(ctx context.Context) error {
 	}
 	a.webhooks = d
 	a.closers = append(a.closers, d.Close)
-	for _, e := range a.cfg.Webhooks.Endpoints {
+	for _, e := range a.cfg.Webhooks.All() {
 		a.log.Info().Str("endpoint", e.String()).Msg("delivering webhooks")
 	}
 	return nil

@@ -55,6 +55,24 @@ type Config struct {
 	// Schedule is the wait before each retry; len(Schedule)+1 attempts in all. Empty: DefaultSchedule.
 	Schedule  []time.Duration
 	Endpoints []Endpoint
+	// Single is the simple case's endpoint (--webhook-url and its neighbours), delivered to when its
+	// URL is set, beside Endpoints; its name is SingleName unless it has one.
+	Single Endpoint
+}
+
+// SingleName names Config.Single when it names itself nothing.
+const SingleName = "default"
+
+// All returns the endpoints to deliver to: Endpoints, and Single when its URL is set.
+func (c Config) All() []Endpoint {
+	if c.Single.URL == "" {
+		return c.Endpoints
+	}
+	one := c.Single
+	if one.Name == "" {
+		one.Name = SingleName
+	}
+	return append(append([]Endpoint(nil), c.Endpoints...), one)
 }
 
 // Endpoint is one receiver.
@@ -105,7 +123,7 @@ func (c Config) Validate() error {
 		}
 	}
 	seen := map[string]bool{}
-	for i, e := range c.Endpoints {
+	for i, e := range c.All() {
 		if seen[e.Name] {
 			errs = append(errs, fmt.Errorf("webhook endpoint %d: the name %q is used twice (each endpoint has its own consumer)", i+1, e.Name))
 		}

@@ -95,7 +95,7 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 		obs = nopObserver{}
 	}
 	d := &Dispatcher{js: js, streams: streams, subj: contracts.SubjectsFor(streams.App), sched: cfg.schedule(), obs: obs, log: log.With().Str("component", "webhooks").Logger()}
-	for _, e := range cfg.Endpoints {
+	for _, e := range cfg.All() {
 		r, err := d.newRunner(ctx, e)
 		if err != nil {
 			return nil, err
