@@ -22,10 +22,7 @@ func (a *App) startWebhooks(ctx context.Context) error {
 	if len(a.cfg.Webhooks.All()) == 0 {
 		return nil
 	}
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mediaworker_webhook_deliveries_total",
-		Help: "Webhook delivery attempts by endpoint and result (delivered, retry, dead_lettered, disabled, skipped).",
-	}, []string{"endpoint", "result"})
+	vec := newWebhookDeliveries()
 	a.metrics.reg.MustRegister(vec)
 	for _, e := range a.cfg.Webhooks.All() { // every endpoint's series from the start, at 0
 		for _, r := range []string{webhooks.ResultDelivered, webhooks.ResultRetry, webhooks.ResultDeadLettered, webhooks.ResultDisabled} {

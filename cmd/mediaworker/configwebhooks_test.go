@@ -99,4 +99,8 @@ func TestWebhooksTestCommand(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(out, "whsec_") || len(strings.TrimSpace(out)) != len("whsec_")+44 {
 		t.Fatalf("secret: %d %q", code, out)
 	}
+	code, out, _ = run(t, "webhooks", "public-key", "whsk_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
+	if code != exitOK || !strings.HasPrefix(out, "whpk_") {
+		t.Fatalf("public-key: %d %q", code, out)
+	}
 }

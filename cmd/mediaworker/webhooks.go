@@ -20,7 +20,8 @@ func cmdWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	c := newCommand("webhooks", `Webhook endpoints (docs/webhooks.md).
   test URL        send one signed sample answer to URL, as a delivery would be sent, and print the result
   secret          print a new signing secret (whsec_…, 32 random bytes)
-  enable NAME     resume endpoint NAME after it answered 410 Gone (its kept deliveries are sent)`, "test URL | secret | enable NAME")
+  public-key KEY  print the whpk_ public key receivers verify an Ed25519 key's (whsk_…) signatures with
+  enable NAME     resume endpoint NAME after it answered 410 Gone (its kept deliveries are sent)`, "test URL | secret | public-key KEY | enable NAME")
 	bindCommon(c, &cfg)
 	var e webhooks.Endpoint
 	c.fs.Var((*listFlag)(&e.Secrets), "secret", "with test: the signing secret(s), comma-separated (default: MW_WEBHOOK_SECRET)")
@@ -40,6 +41,18 @@ func cmdWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		fmt.Fprintln(stdout, "whsec_"+base64.StdEncoding.EncodeToString(b))
+		return exitOK
+	case "public-key":
+		if len(rest) != 2 {
+			fmt.Fprintln(stderr, "mediaworker webhooks public-key: name one Ed25519 key (whsk_…)")
+			return exitUsage
+		}
+		pk, err := webhooks.PublicKey(rest[1])
+		if err != nil {
+			fmt.Fprintf(stderr, "mediaworker webhooks public-key: the key %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, pk)
 		return exitOK
 	case "test":
 		if len(rest) != 2 {
