@@ -180,6 +180,6 @@ func (m *metrics) PublishFailed(subject string) {
 func newWebhookDeliveries() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mediaworker_webhook_deliveries_total",
-		Help: "Webhook delivery attempts by endpoint and result (delivered, retry, dead_lettered, disabled, skipped).",
+		Help: "Webhook delivery attempts by endpoint and result (delivered, retry, dead_lettered, disabled, skipped, dropped).",
 	}, []string{"endpoint", "result"})
 }

@@ -24,6 +24,9 @@ import (
 const (
 	EventResponse = "response" // <app>.media.optimize.response: every answer
 	EventVirus    = "virus"    // <app>.media.optimize.response.virus: virus events
+	// EventProgress is a video's progress (<app>.media.optimize.progress.<mediaId>), only when asked
+	// for: it is not kept in a stream, so it is delivered at most once, without retries (progress.go).
+	EventProgress = "progress"
 )
 
 // Secret prefixes of the spec: a symmetric secret, an Ed25519 secret key and its public key.
@@ -79,7 +82,7 @@ func (c Config) All() []Endpoint {
 type Endpoint struct {
 	Name string // names its consumer and its metrics: letters, digits, '_' and '-'
 	URL  string // http or https
-	// Events it receives (EventResponse, EventVirus); empty: both.
+	// Events it receives (EventResponse, EventVirus, EventProgress); empty: answers and virus events.
 	Events []string
 	// Recipes and Buckets, when set, narrow the answers it receives to those of requests naming one of
 	// these recipes (contracts.DefaultRecipe for a request naming none) and one of these buckets.
@@ -148,9 +151,12 @@ func (e Endpoint) Validate() error {
 		add("%v", err)
 	}
 	for _, ev := range e.Events {
-		if ev != EventResponse && ev != EventVirus {
-			add("unknown event %q: events are %q and %q (progress is not delivered: it is not kept in a stream, so it could not be delivered without loss)", ev, EventResponse, EventVirus)
+		if ev != EventResponse && ev != EventVirus && ev != EventProgress {
+			add("unknown event %q: events are %q, %q and %q", ev, EventResponse, EventVirus, EventProgress)
 		}
+	}
+	if e.wantsProgress() && (len(e.Recipes) > 0 || len(e.Buckets) > 0) {
+		add("progress events name no bucket or recipe, so an endpoint limited to buckets or recipes cannot receive them: give progress an endpoint of its own")
 	}
 	for _, r := range e.Recipes {
 		if err := contracts.ValidateName(r); err != nil {
@@ -225,7 +231,7 @@ func (e Endpoint) concurrency() int {
 // wants reports whether the endpoint receives event (EventResponse or EventVirus).
 func (e Endpoint) wants(event string) bool {
 	if len(e.Events) == 0 {
-		return true
+		return event != EventProgress
 	}
 	for _, ev := range e.Events {
 		if ev == event {
@@ -234,6 +240,8 @@ func (e Endpoint) wants(event string) bool {
 	}
 	return false
 }
+
+func (e Endpoint) wantsProgress() bool { return e.wants(EventProgress) }
 
 // String shows the endpoint with its secrets masked, for `config` and logs.
 func (e Endpoint) String() string {

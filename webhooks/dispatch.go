@@ -105,7 +105,15 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
 	for _, r := range d.runners {
-		d.wg.Go(func() { r.run(rctx) })
+		if r.ep.wantsProgress() {
+			if err := r.followProgress(rctx); err != nil {
+				d.Close()
+				return nil, err
+			}
+		}
+		if r.cons != nil {
+			d.wg.Go(func() { r.run(rctx) })
+		}
 	}
 	return d, nil
 }
@@ -114,6 +122,11 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 // sent again (with the same webhook-id) by this or another instance. Idempotent.
 func (d *Dispatcher) Close() {
 	d.once.Do(func() {
+		for _, r := range d.runners {
+			if r.progress != nil {
+				_ = r.progress.Unsubscribe()
+			}
+		}
 		if d.cancel != nil {
 			d.cancel()
 		}
@@ -134,6 +147,12 @@ func (d *Dispatcher) States() []State {
 func (d *Dispatcher) Enable(ctx context.Context, name string) error {
 	for _, r := range d.runners {
 		if r.ep.Name == name {
+			if r.cons == nil { // progress only: disabled on this instance alone
+				r.mu.Lock()
+				r.st.Status = StatusHealthy
+				r.mu.Unlock()
+				return nil
+			}
 			return Enable(ctx, d.js, d.streams, name)
 		}
 	}
@@ -154,14 +173,16 @@ func (nopObserver) WebhookDelivery(string, string) {}
 
 // runner is one endpoint's loop and state.
 type runner struct {
-	d       *Dispatcher
-	ep      Endpoint
-	sign    *signer
-	client  *deliverer
-	cons    jetstream.Consumer
-	durable string
-	slots   chan struct{}
-	log     zerolog.Logger
+	d      *Dispatcher
+	ep     Endpoint
+	sign   *signer
+	client *deliverer
+	cons   jetstream.Consumer // nil for an endpoint of progress only
+	// progress is the endpoint's subscription to progress events (progress.go), nil without.
+	progress *nats.Subscription
+	durable  string
+	slots    chan struct{}
+	log      zerolog.Logger
 
 	mu        sync.Mutex
 	st        State
@@ -198,6 +219,9 @@ func (d *Dispatcher) newRunner(ctx context.Context, e Endpoint) (*runner, error)
 	}
 	if e.wants(EventVirus) {
 		cc.FilterSubjects = append(cc.FilterSubjects, d.subj.Virus)
+	}
+	if len(cc.FilterSubjects) == 0 {
+		return r, nil // progress only (progress.go): nothing kept to read
 	}
 	if old, err := d.js.Consumer(ctx, d.streams.Responses, r.durable); err == nil {
 		// What cannot change, and what says the endpoint is disabled, are kept.
@@ -398,6 +422,10 @@ func contains(list []string, s string) bool {
 // stopped, and nothing it holds is lost; `mediaworker webhooks enable NAME` resumes it.
 func (r *runner) disable(ctx context.Context, res result) {
 	r.note(res, 0, StatusDisabled)
+	if r.cons == nil {
+		r.log.Error().Str("url", Redact(r.ep.URL)).Msg("webhook endpoint answered 410 Gone: progress to it stops until this instance restarts")
+		return
+	}
 	if _, err := r.d.js.PauseConsumer(ctx, r.d.streams.Responses, r.durable, time.Now().AddDate(100, 0, 0)); err != nil {
 		r.log.Error().Err(err).Msg("pausing the consumer of an endpoint that answered 410 Gone")
 		return

@@ -339,3 +339,43 @@ func TestRetryAfterHonoured(t *testing.T) {
 		}
 	}
 }
+
+// Progress is delivered only to endpoints that ask for it, signed like the rest, each event once
+// across instances (two dispatchers here); endpoints that did not ask get none.
+func TestProgressOnlyWhenAsked(t *testing.T) {
+	r := newRig(t)
+	secret := newSecret(t)
+	progressOnly, both, answersOnly := newReceiver(t, secret), newReceiver(t, secret), newReceiver(t, secret)
+	cfg := webhooks.Config{Endpoints: []webhooks.Endpoint{
+		{Name: "progress", URL: progressOnly.url(), Secrets: []string{secret}, AllowPrivate: true, Events: []string{webhooks.EventProgress}},
+		{Name: "both", URL: both.url(), Secrets: []string{secret}, AllowPrivate: true, Events: []string{webhooks.EventResponse, webhooks.EventProgress}},
+		{Name: "answers", URL: answersOnly.url(), Secrets: []string{secret}, AllowPrivate: true},
+	}}
+	r.start(cfg, nil)
+	r.start(cfg, nil) // a second instance
+	nc := r.js.Conn()
+	const n = 5
+	for i := range n {
+		id := uuid.NewString()
+		if err := nc.Publish(r.subj.ProgressSubject(id), []byte(`{"mediaId":"`+id+`","percent":`+strconv.Itoa(i*20)+`,"stage":"transcoding"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.answer(uuid.NewString(), "media", "")
+	eventually(t, 20*time.Second, "progress and answers delivered", func() bool {
+		return progressOnly.processedCount() == n && both.processedCount() == n+1 && answersOnly.processedCount() == 1
+	})
+	time.Sleep(300 * time.Millisecond)
+	for _, rc := range []*receiver{progressOnly, both, answersOnly} {
+		rc.check()
+		rc.mu.Lock()
+		reqs := rc.requests
+		rc.mu.Unlock()
+		if reqs != rc.processedCount() {
+			t.Errorf("%d requests for %d events: an event was sent twice", reqs, rc.processedCount())
+		}
+	}
+	if progressOnly.processedCount() != n || both.processedCount() != n+1 || answersOnly.processedCount() != 1 {
+		t.Fatalf("counts: %d %d %d", progressOnly.processedCount(), both.processedCount(), answersOnly.processedCount())
+	}
+}

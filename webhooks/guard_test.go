@@ -68,9 +68,13 @@ func TestConfigChecksSecrets(t *testing.T) {
 	}
 	e := base
 	e.Secrets = []string{"whsec_" + strings.Repeat("A", 32)}
-	e.Events = []string{"progress"}
-	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "progress is not delivered") {
-		t.Errorf("progress: %v", err)
+	e.Events = []string{"progress", "answers"}
+	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), `unknown event "answers"`) {
+		t.Errorf("events: %v", err)
+	}
+	e.Events, e.Buckets = []string{"progress"}, []string{"media"}
+	if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "progress events name no bucket") {
+		t.Errorf("progress with buckets: %v", err)
 	}
 	if s := (Endpoint{Name: "x", URL: "https://u:p@h.example/h?token=t", Secrets: e.Secrets}).String(); strings.Contains(s, "AAAA") || strings.Contains(s, "token") || strings.Contains(s, "u:p") {
 		t.Errorf("String leaks: %s", s)
