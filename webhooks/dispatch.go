@@ -22,7 +22,7 @@ import (
 type Streams struct {
 	App       string
 	Responses string // the responses stream's name
-	DLQStream string // the dead-letter stream's name, for the DLQ entries' Mw-Stream header
+	DLQStream string // the dead-letter stream's name (entries are published on the DLQ subject, which it stores)
 	Replicas  int
 }
 
@@ -332,7 +332,7 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 			// receiver drops as the spec asks.
 			log.Warn().Err(err).Msg("delivered, but the acknowledgement was not confirmed")
 		}
-		r.note(res, attempt, StatusHealthy)
+		r.note(res, StatusHealthy)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDelivered)
 	case res.status == 410:
 		r.disable(ctx, res)
@@ -345,7 +345,7 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 		_ = msg.TermWithReason("webhook undelivered after its last attempt")
-		r.note(res, attempt, StatusRetrying)
+		r.note(res, StatusRetrying)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDeadLettered)
 		log.Error().Str("error", res.describe()).Msg("webhook undelivered after its last attempt: copied to the DLQ")
 	default:
@@ -365,7 +365,7 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 			r.mu.Unlock()
 		}
 		_ = msg.NakWithDelay(delay)
-		r.note(res, attempt, StatusRetrying)
+		r.note(res, StatusRetrying)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultRetry)
 		log.Warn().Str("error", res.describe()).Dur("retry_in", delay).Msg("webhook not delivered; retrying")
 	}
@@ -421,7 +421,7 @@ func contains(list []string, s string) bool {
 // disable pauses the endpoint's consumer: on the server, so every instance stops, a restart keeps it
 // stopped, and nothing it holds is lost; `mediaworker webhooks enable NAME` resumes it.
 func (r *runner) disable(ctx context.Context, res result) {
-	r.note(res, 0, StatusDisabled)
+	r.note(res, StatusDisabled)
 	if r.cons == nil {
 		r.log.Error().Str("url", Redact(r.ep.URL)).Msg("webhook endpoint answered 410 Gone: progress to it stops until this instance restarts")
 		return

@@ -31,7 +31,7 @@ func (r *runner) snapshot() State {
 }
 
 // note records an attempt.
-func (r *runner) note(res result, _ int, status string) {
+func (r *runner) note(res result, status string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.LastStatus, r.st.LastAttempt = res.status, res.at
