@@ -22,6 +22,7 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/transcoder"
+	"github.com/mediaworker/mediaworker/webhooks"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,6 +45,7 @@ type App struct {
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	metrics  *metrics
+	webhooks *webhooks.Dispatcher // nil: no endpoints
 	http     *http.Server
 	httpLn   net.Listener
 	tmpLock  *os.File
@@ -161,6 +163,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		return nil, err
 	}
 	a.metrics.watchLanes(a.worker.Slots())
+	if err := a.startWebhooks(ctx); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/transcoder"
+	"github.com/mediaworker/mediaworker/webhooks"
 )
 
 // Storage backends.
@@ -79,6 +80,9 @@ type Config struct {
 	// whether it is shared across buckets.
 	NoReuse bool
 	Reuse   natsjs.ReuseConfig
+
+	// Webhooks are the HTTP endpoints answers and virus events are delivered to (none by default).
+	Webhooks webhooks.Config
 }
 
 // DefaultMaxMemory is the memory budget's default: with it and the default slots, the worker's peak
@@ -176,6 +180,7 @@ func (c Config) Validate() error {
 			c.Pipeline.MaxTransformTime, c.Videos.MaxCPUTime))
 	}
 	add("url signing", c.URLSigning.Validate())
+	add("webhooks", c.Webhooks.Validate())
 	if !c.NoReuse {
 		add("reuse", c.Reuse.Validate())
 	}

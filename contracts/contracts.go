@@ -118,6 +118,11 @@ type VirusEvent struct {
 	ActionTaken string `json:"actionTaken"`
 }
 
+// HeaderBucket on a published response names the bucket of the request it answers (the seed response
+// body does not), so a reader that serves one tenant, such as a webhook endpoint limited to certain
+// buckets, can tell whose answer it is without reading the request.
+const HeaderBucket = "Mw-Bucket"
+
 // Subjects are the NATS subjects of one application prefix.
 type Subjects struct {
 	Request  string // API → worker

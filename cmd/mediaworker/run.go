@@ -202,6 +202,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
 	fs.StringVar(&cfg.URLSigning.Key, "url-signing-key", cfg.URLSigning.Key, "HMAC secret (≥ 32 bytes): /objects serves only signed, expiring URLs, and response URLs are signed")
 	durationVar(fs, &cfg.URLSigning.TTL, "url-signing-ttl", "lifetime of the signed URLs in responses")
+	bindWebhooks(fs, &cfg.Webhooks)
 }
 
 // bindLog registers the logging flags.
