@@ -18,11 +18,16 @@ import (
 const objectsPath = "/objects"
 
 func (a *App) listenHTTP() error {
-	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listening for http on %s (HTTPAddr; is the port in use?): %w", a.cfg.HTTPAddr, err)
+	if a.starting != nil {
+		// Bound since start-up began (it answers there until Run): the same socket, never refused.
+		a.httpLn = a.starting.ln
+	} else {
+		ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("listening for http on %s (HTTPAddr; is the port in use?): %w", a.cfg.HTTPAddr, err)
+		}
+		a.httpLn = ln
 	}
-	a.httpLn = ln
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -72,12 +72,29 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mediaworker run: --clamd-wait (MW_CLAMD_WAIT) is %s: it must be 0 or more\n", *clamdWait)
 		return exitUsage
 	}
-	if err := app.Preflight(ctx, cfg, *clamdWait); err != nil {
+	if err := app.PreflightLocal(cfg); err != nil {
+		return failStart(stderr, exitFailure, err)
+	}
+	// From here start-up may wait minutes (clamd loading its database, NATS): HTTP answers at once and
+	// says what it waits for, and the log says it when the wait begins, not when it gives up.
+	var starting *app.Starting
+	if cfg.HTTPAddr != "" {
+		if starting, err = app.ServeStarting(cfg.HTTPAddr); err != nil {
+			return failStart(stderr, exitFailure, err)
+		}
+		defer starting.Close()
+	}
+	starting.Set(fmt.Sprintf("checking clamd at %s", cfg.Scanner.Addr))
+	if err := app.WaitForClamd(ctx, cfg, *clamdWait, func(msg string) {
+		log.Warn().Str("clamd", cfg.Scanner.Addr).Str("http", cfg.HTTPAddr).Msg(msg)
+		starting.Set(msg)
+	}); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
 		return failStart(stderr, exitFailure, err)
 	}
+	starting.Set("connecting to NATS, provisioning the streams and opening the object store")
 	if tuneGoMemory() {
 		log.Debug().Int("gogc", defaultGOGC).Int64("gomemlimit", defaultGoMemLimit).Msg("Go GC tuned for a bounded peak (set GOGC or GOMEMLIMIT to choose yourself)")
 	}
@@ -101,7 +118,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		libvips <- nil
 	}
-	a, err := app.New(ctx, cfg, log)
+	a, err := starting.NewApp(ctx, cfg, log)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Msg("stopped during start-up")
 		return exitOK
