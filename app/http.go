@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/objstore/s3"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -96,7 +97,7 @@ func (a *App) readiness(ctx context.Context) []check {
 		}
 	}
 	add("consumer", consErr)
-	add("object_store", a.store.Ping(ctx))
+	add("object_store", a.checkStore(ctx))
 	add("clamd", a.scanner.Ping(ctx))
 	add("clamd_signatures", a.sigs.check(ctx))
 	add("scratch_disk", a.checkScratch())
@@ -106,12 +107,45 @@ func (a *App) readiness(ctx context.Context) []check {
 func (a *App) checkScratch() error {
 	free, err := pipeline.FreeBytes(a.cfg.Pipeline.TmpDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the free space of %s: %w; check --tmp-dir (MW_TMP_DIR)", a.cfg.Pipeline.TmpDir, err)
 	}
 	if free < a.cfg.Pipeline.MinFreeBytes {
-		return fmt.Errorf("%s free in %s, below the floor of %s", objstore.FormatBytes(free), a.cfg.Pipeline.TmpDir, objstore.FormatBytes(a.cfg.Pipeline.MinFreeBytes))
+		return fmt.Errorf("%s free in %s, below the floor of %s: free space there, point --tmp-dir (MW_TMP_DIR) at a larger disk, or lower --scratch-min-free (MW_SCRATCH_MIN_FREE)",
+			objstore.FormatBytes(free), a.cfg.Pipeline.TmpDir, objstore.FormatBytes(a.cfg.Pipeline.MinFreeBytes))
 	}
 	return nil
+}
+
+// readinessKey is the object checkStore looks up in the quarantine bucket: its absence proves the
+// credentials may read there.
+const readinessKey = ".mediaworker-readiness"
+
+// checkStore pings the object store (readiness and the intake watcher). With S3 it also looks into the
+// configured quarantine bucket with the configured credentials, and a failure names the setting to
+// change: the credentials when S3 refuses them or what they may do (else every job would retry "Access
+// Denied" until it is dead-lettered), the endpoint when S3 does not answer.
+func (a *App) checkStore(ctx context.Context) error {
+	err := a.store.Ping(ctx)
+	if err != nil || a.cfg.Storage != StorageS3 {
+		return s3Fix(a.cfg, err)
+	}
+	if b := a.cfg.Pipeline.QuarantineBucket; b != "" {
+		if _, serr := a.store.Stat(ctx, b, readinessKey); serr != nil && !errors.Is(serr, objstore.ErrNotFound) {
+			return s3Fix(a.cfg, fmt.Errorf("reading the quarantine bucket %s (--quarantine-bucket, MW_QUARANTINE_BUCKET): %w", b, serr))
+		}
+	}
+	return nil
+}
+
+// s3Fix adds to an S3 error which settings to check.
+func s3Fix(cfg Config, err error) error {
+	if err == nil || cfg.Storage != StorageS3 {
+		return err
+	}
+	if s3.IsCredentialError(err) || cfg.S3.AccessKey == "" {
+		return fmt.Errorf("%w; check the S3 credentials --s3-access-key and --s3-secret-key (MW_S3_ACCESS_KEY and MW_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): the key must exist and may read and write the buckets requests name", err)
+	}
+	return fmt.Errorf("%w; check --s3-endpoint (MW_S3_ENDPOINT) and --s3-tls (MW_S3_TLS), and that the store is up", err)
 }
 
 func (a *App) handleReady(w http.ResponseWriter, r *http.Request) {
