@@ -64,6 +64,9 @@ type podSpec struct {
 	TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
 	SecurityContext               struct {
 		RunAsNonRoot *bool `yaml:"runAsNonRoot"`
+		RunAsUser    int   `yaml:"runAsUser"`
+		RunAsGroup   int   `yaml:"runAsGroup"`
+		FSGroup      int   `yaml:"fsGroup"`
 	} `yaml:"securityContext"`
 	Containers []container `yaml:"containers"`
 	Volumes    []struct {
