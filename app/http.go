@@ -46,7 +46,7 @@ func (a *App) listenHTTP() error {
 	// /health, /metrics and /objects answer any Host: probes and scrapers name the worker however they
 	// reach it, none of them holds a credential or changes anything, and /objects serves only variants,
 	// which are public by design (any page may embed them).
-	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
+	if a.servesObjects() {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}
 	mux.Handle("/", a.consoleHandler(wrong))
@@ -55,6 +55,13 @@ func (a *App) listenHTTP() error {
 	// deadlines instead (a stall fails, a slow but moving transfer does not).
 	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return nil
+}
+
+// servesObjects says whether /objects serves variants: always with the NATS object store (nothing else
+// could), and with S3 when URLs are signed, so a private bucket's variants reach a browser through the
+// worker (--public-base-url http://<worker>/objects/<bucket>) only by URLs the worker minted.
+func (a *App) servesObjects() bool {
+	return a.cfg.ServeObjects && (a.cfg.Storage == StorageNATS || a.cfg.Storage == StorageS3 && a.cfg.URLSigning.Key != "")
 }
 
 // publicHTTPBase is the base URL of this server as a client on this machine reaches it.

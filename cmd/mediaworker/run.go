@@ -213,7 +213,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.ScanAPI.Concurrency, "scan-api-concurrency", cfg.ScanAPI.Concurrency, "scans /v1/scan runs at once (its own slots, never the jobs')")
 	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
 	durationVar(fs, &cfg.ScanAPI.StallTimeout, "scan-api-stall-timeout", "a /v1/scan body that sends nothing this long is refused (408); bodies are received before a scan slot is taken")
-	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
+	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "serve variants at /objects/<bucket>/<key> so response URLs work: with --storage nats, and with s3 when --url-signing-key is set (then point --public-base-url at <this worker>/objects/<bucket>)")
 	fs.StringVar(&cfg.URLSigning.Key, "url-signing-key", cfg.URLSigning.Key, "HMAC secret (≥ 32 bytes): /objects serves only signed, expiring URLs, and response URLs are signed")
 	durationVar(fs, &cfg.URLSigning.TTL, "url-signing-ttl", "lifetime of the signed URLs in responses")
 }
