@@ -375,11 +375,12 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
-	// Scaling: the shared consumer's cap covers every pod at its fullest (see k8s/README.md).
-	slots := atoi(t, env["MW_MAX_IMAGE_JOBS"]) + atoi(t, env["MW_MAX_VIDEO_JOBS"])
+	// Scaling: the shared consumers' cap follows the one rule (docs/operations.md): at least 2 × a lane's
+	// slots of all pods, the surge pod included.
+	slots := max(atoi(t, env["MW_MAX_IMAGE_JOBS"]), atoi(t, env["MW_MAX_VIDEO_JOBS"]))
 	pods := dep.Spec.Replicas + dep.Spec.Strategy.RollingUpdate.MaxSurge
-	if got, need := atoi(t, env["MW_MAX_ACK_PENDING"]), pods*5*slots; got < need {
-		t.Errorf("MW_MAX_ACK_PENDING %d < %d pods × 5 × %d slots", got, pods, slots)
+	if got, need := atoi(t, env["MW_MAX_ACK_PENDING"]), 2*pods*slots; got < need {
+		t.Errorf("MW_MAX_ACK_PENDING %d < 2 × %d pods × %d slots of the largest lane", got, pods, slots)
 	}
 
 	// Selectors line up.
