@@ -124,7 +124,11 @@ func (c *Client) Listen(fn func(Answer), kinds ...AnswerKind) (stop func(), err 
 	go func() { // the pump
 		for {
 			select {
-			case m := <-ch:
+			case m, ok := <-ch:
+				if !ok { // nats.go closes only sync subscriptions' channels; be safe all the same
+					q.close()
+					return
+				}
 				a := Answer{Data: m.Data, At: time.Now()}
 				switch {
 				case m.Subject == c.subj.Response:
