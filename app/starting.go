@@ -53,7 +53,9 @@ func ServeStarting(addr string) (*Starting, error) {
 	})
 	notReady := func(w http.ResponseWriter, _ *http.Request) {
 		p := s.Phase()
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready: starting: " + p, "starting": p})
+		// The shape of the App's answer, with one failing check: start-up itself.
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready: starting: " + p, "starting": p,
+			"checks": []check{{Name: "starting", OK: false, Error: p}}})
 	}
 	mux.HandleFunc("GET /health/ready", notReady)
 	mux.HandleFunc("GET /health", notReady)
