@@ -48,6 +48,7 @@ type App struct {
 	webhooks *webhooks.Dispatcher // nil: no endpoints
 	http     *http.Server
 	httpLn   net.Listener
+	starting *Starting // answers on httpLn until Run serves the App there; nil without
 	tmpLock  *os.File
 	// TMPDIR as it was before New, restored by Close (tests run several apps in one process).
 	oldTMPDIR            string
@@ -56,13 +57,21 @@ type App struct {
 }
 
 // New builds every part from cfg. On error, whatever was started is stopped again.
-func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error) {
+func New(ctx context.Context, cfg Config, log zerolog.Logger) (*App, error) {
+	return newApp(ctx, cfg, log, nil)
+}
+
+// newApp is New, serving HTTP on starting's listener when there is one (Starting.NewApp).
+func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Starting) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	// a is a local, not the named result: `return nil, err` nils the result, and the closers below
 	// (and this cleanup) must still see the app as built.
 	a := &App{cfg: cfg, log: log}
+	if cfg.HTTPAddr != "" {
+		a.starting = starting
+	}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -279,6 +288,9 @@ func OpenStore(ctx context.Context, cfg Config, js jetstream.JetStream) (objstor
 // Run serves HTTP and processes jobs until ctx ends, then drains and returns.
 func (a *App) Run(ctx context.Context) error {
 	httpErr := make(chan error, 1)
+	if a.starting != nil {
+		a.starting.handOver() // the start-up answers stop; the App answers on the same socket
+	}
 	if srv, ln := a.http, a.httpLn; srv != nil {
 		// The goroutine keeps its own references: Close clears a.http, possibly before Serve starts.
 		go func() {
@@ -317,6 +329,7 @@ func (a *App) Close() {
 		_ = a.httpLn.Close() // Shutdown closes only listeners that Serve saw
 		a.http = nil
 	}
+	a.starting.Close() // nil-safe; a no-op after Run's hand-over but for the socket, closed above
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
 	}

@@ -292,7 +292,7 @@ func (d *Deps) allUpLocked() bool {
 func (a *App) watchDeps(ctx context.Context, cfg DepsConfig) (*Deps, error) {
 	d, err := NewDeps(cfg, []Probe{
 		{Name: "clamd", Check: a.scanner.Ping},
-		{Name: "object_store", Check: a.store.Ping},
+		{Name: "object_store", Check: a.checkStore},
 		{Name: "scratch_disk", Check: func(context.Context) error { return a.checkScratch() }},
 	}, a.log)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/objstore/s3"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -18,11 +19,16 @@ import (
 const objectsPath = "/objects"
 
 func (a *App) listenHTTP() error {
-	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listening for http on %s (HTTPAddr; is the port in use?): %w", a.cfg.HTTPAddr, err)
+	if a.starting != nil {
+		// Bound since start-up began (it answers there until Run): the same socket, never refused.
+		a.httpLn = a.starting.ln
+	} else {
+		ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("listening for http on %s (HTTPAddr; is the port in use?): %w", a.cfg.HTTPAddr, err)
+		}
+		a.httpLn = ln
 	}
-	a.httpLn = ln
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -40,7 +46,7 @@ func (a *App) listenHTTP() error {
 	// /health, /metrics and /objects answer any Host: probes and scrapers name the worker however they
 	// reach it, none of them holds a credential or changes anything, and /objects serves only variants,
 	// which are public by design (any page may embed them).
-	if a.cfg.Storage == StorageNATS && a.cfg.ServeObjects {
+	if a.servesObjects() {
 		mux.HandleFunc("GET "+objectsPath+"/{bucket}/{key...}", a.handleObject)
 	}
 	mux.Handle("/", a.consoleHandler(wrong))
@@ -49,6 +55,13 @@ func (a *App) listenHTTP() error {
 	// deadlines instead (a stall fails, a slow but moving transfer does not).
 	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	return nil
+}
+
+// servesObjects says whether /objects serves variants: always with the NATS object store (nothing else
+// could), and with S3 when URLs are signed, so a private bucket's variants reach a browser through the
+// worker (--public-base-url http://<worker>/objects/<bucket>) only by URLs the worker minted.
+func (a *App) servesObjects() bool {
+	return a.cfg.ServeObjects && (a.cfg.Storage == StorageNATS || a.cfg.Storage == StorageS3 && a.cfg.URLSigning.Key != "")
 }
 
 // publicHTTPBase is the base URL of this server as a client on this machine reaches it.
@@ -91,7 +104,7 @@ func (a *App) readiness(ctx context.Context) []check {
 		}
 	}
 	add("consumer", consErr)
-	add("object_store", a.store.Ping(ctx))
+	add("object_store", a.checkStore(ctx))
 	add("clamd", a.scanner.Ping(ctx))
 	add("clamd_signatures", a.sigs.check(ctx))
 	add("scratch_disk", a.checkScratch())
@@ -101,12 +114,45 @@ func (a *App) readiness(ctx context.Context) []check {
 func (a *App) checkScratch() error {
 	free, err := pipeline.FreeBytes(a.cfg.Pipeline.TmpDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the free space of %s: %w; check --tmp-dir (MW_TMP_DIR)", a.cfg.Pipeline.TmpDir, err)
 	}
 	if free < a.cfg.Pipeline.MinFreeBytes {
-		return fmt.Errorf("%s free in %s, below the floor of %s", objstore.FormatBytes(free), a.cfg.Pipeline.TmpDir, objstore.FormatBytes(a.cfg.Pipeline.MinFreeBytes))
+		return fmt.Errorf("%s free in %s, below the floor of %s: free space there, point --tmp-dir (MW_TMP_DIR) at a larger disk, or lower --scratch-min-free (MW_SCRATCH_MIN_FREE)",
+			objstore.FormatBytes(free), a.cfg.Pipeline.TmpDir, objstore.FormatBytes(a.cfg.Pipeline.MinFreeBytes))
 	}
 	return nil
+}
+
+// readinessKey is the object checkStore looks up in the quarantine bucket: its absence proves the
+// credentials may read there.
+const readinessKey = ".mediaworker-readiness"
+
+// checkStore pings the object store (readiness and the intake watcher). With S3 it also looks into the
+// configured quarantine bucket with the configured credentials, and a failure names the setting to
+// change: the credentials when S3 refuses them or what they may do (else every job would retry "Access
+// Denied" until it is dead-lettered), the endpoint when S3 does not answer.
+func (a *App) checkStore(ctx context.Context) error {
+	err := a.store.Ping(ctx)
+	if err != nil || a.cfg.Storage != StorageS3 {
+		return s3Fix(a.cfg, err)
+	}
+	if b := a.cfg.Pipeline.QuarantineBucket; b != "" {
+		if _, serr := a.store.Stat(ctx, b, readinessKey); serr != nil && !errors.Is(serr, objstore.ErrNotFound) {
+			return s3Fix(a.cfg, fmt.Errorf("reading the quarantine bucket %s (--quarantine-bucket, MW_QUARANTINE_BUCKET): %w", b, serr))
+		}
+	}
+	return nil
+}
+
+// s3Fix adds to an S3 error which settings to check.
+func s3Fix(cfg Config, err error) error {
+	if err == nil || cfg.Storage != StorageS3 {
+		return err
+	}
+	if s3.IsCredentialError(err) || cfg.S3.AccessKey == "" {
+		return fmt.Errorf("%w; check the S3 credentials --s3-access-key and --s3-secret-key (MW_S3_ACCESS_KEY and MW_S3_SECRET_KEY, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): the key must exist and may read and write the buckets requests name", err)
+	}
+	return fmt.Errorf("%w; check --s3-endpoint (MW_S3_ENDPOINT) and --s3-tls (MW_S3_TLS), and that the store is up", err)
 }
 
 func (a *App) handleReady(w http.ResponseWriter, r *http.Request) {

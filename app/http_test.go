@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/rs/zerolog"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -187,4 +188,42 @@ func TestReadinessNamesTheObjectStore(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Readiness with S3 credentials that cannot work — none, a wrong secret, a key S3 does not know — is not
+// 200, and says which settings to change: otherwise a load balancer sends the worker requests and every
+// job retries "Access Denied" until it is dead-lettered. The same worker with the right keys is ready.
+func TestReadinessRefusesWrongS3Credentials(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	minio := testenv.StartMinIO(t)
+	for _, tc := range []struct{ name, key, secret string }{
+		{"no credentials", "", ""},
+		{"wrong secret", minio.AccessKey, "not-the-secret-key"},
+		{"unknown key", "nobody-here", "not-the-secret-key"},
+		{"right credentials", minio.AccessKey, minio.SecretKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testenv.StartNATS(t)
+			cfg := app.DefaultConfig()
+			cfg.NATS.URL = srv.ClientURL()
+			cfg.Storage = app.StorageS3
+			cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = minio.Endpoint, tc.key, tc.secret
+			cfg.Scanner.Addr = clamd.Addr
+			cfg.Pipeline.TmpDir = t.TempDir()
+			cfg.HTTPAddr = "127.0.0.1:0"
+			a := runApp(t, cfg, zerolog.InfoLevel)
+			code, body := get(t, "http://"+a.HTTPAddr()+"/health/ready")
+			if tc.key == minio.AccessKey && tc.secret == minio.SecretKey {
+				if code != http.StatusOK {
+					t.Fatalf("with the right credentials: %d %s", code, body)
+				}
+				return
+			}
+			if code == http.StatusOK || !strings.Contains(body, "not ready: object_store") ||
+				!strings.Contains(body, "--s3-access-key") || !strings.Contains(body, "MW_S3_SECRET_KEY") {
+				t.Fatalf("readiness with %s: %d %s, want 503 naming object_store and the credential settings", tc.name, code, body)
+			}
+			t.Logf("%s: %d %s", tc.name, code, body)
+		})
+	}
 }

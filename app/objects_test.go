@@ -194,3 +194,35 @@ func TestObjectsSignedURLs(t *testing.T) {
 		t.Errorf("a URL the API signed itself: %s", resp.Status)
 	}
 }
+
+// With S3 the bucket is private (compose's MinIO answers 403 to an anonymous GET), so with URL signing
+// on the worker serves the variants itself: --public-base-url pointing at its /objects/<bucket> gives
+// answers whose URLs fetch 200, and the same path unsigned, or an original, is refused.
+func TestObjectsServedFromS3WhenSigned(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef-s3"
+	clamd := testenv.StartClamd(t)
+	addr := testenv.FreeAddr(t)
+	w := startWorld(t, app.StorageS3, clamd, func(c *app.Config) {
+		c.HTTPAddr = addr
+		c.URLSigning.Key, c.URLSigning.TTL = secret, time.Hour
+		c.Pipeline.PublicBaseURL = "http://" + addr + "/objects/media"
+	})
+	id := w.request(w.upload(testenv.MakeJPEG(t, t.TempDir(), 800, 600), "s/p.jpg"))
+	r := w.await(id, time.Minute)
+	if !r.Success || len(r.Processed) != 3 {
+		t.Fatalf("%+v", r)
+	}
+	for _, v := range r.Processed {
+		resp, body := fetchURL(t, v.URL, nil)
+		if resp.StatusCode != 200 || int64(len(body)) != v.Size || resp.Header.Get("Content-Type") != "image/webp" {
+			t.Errorf("variant %s: %s, %d bytes of %d", v.URL, resp.Status, len(body), v.Size)
+		}
+	}
+	unsigned, _, _ := strings.Cut(variant(t, r, "high").URL, "?")
+	if resp, _ := fetchURL(t, unsigned, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("unsigned: %s, want 403", resp.Status)
+	}
+	if resp, _ := fetchURL(t, "http://"+addr+"/objects/media/s/p.jpg", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the original: %s, want 404", resp.Status)
+	}
+}

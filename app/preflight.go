@@ -38,6 +38,15 @@ func (e *SettingError) Unwrap() error { return e.Err }
 // (a clamd loading its database refuses connections for a minute or so) with limits that cover the
 // input cap. Every failure is a *SettingError naming the setting to change.
 func Preflight(ctx context.Context, cfg Config, clamdWait time.Duration) error {
+	if err := PreflightLocal(cfg); err != nil {
+		return err
+	}
+	return WaitForClamd(ctx, cfg, clamdWait, nil)
+}
+
+// PreflightLocal is Preflight's checks of this machine (directories, ports), which take no time: run
+// before anything listens, so start-up can then serve HTTP while it waits for clamd.
+func PreflightLocal(cfg Config) error {
 	// Ownership and mode first: a dir another user may write is refused before we write anything in it.
 	if cfg.NATS.URL == "" {
 		if err := privateDir(cfg.NATS.Embedded.DataDir, dataDirSetting); err != nil {
@@ -64,12 +73,14 @@ func Preflight(ctx context.Context, cfg Config, clamdWait time.Duration) error {
 			return &SettingError{Field: "HTTPAddr", Err: err, Fix: "stop what listens there, choose another address, or set it empty to disable HTTP"}
 		}
 	}
-	return checkClamd(ctx, cfg, clamdWait)
+	return nil
 }
 
-// checkClamd waits up to wait for clamd's PONG, then asks CheckLimits whether clamd scans every input up
-// to the cap (its defaults pass what they cannot scan as clean).
-func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
+// WaitForClamd waits up to wait for clamd's PONG, then asks CheckLimits whether clamd scans every input
+// up to the cap (its defaults pass what they cannot scan as clean). waiting, if not nil, is called once,
+// at the first PING clamd does not answer, with a message saying what start-up waits for, so a person
+// watching learns it at once rather than when the wait ends.
+func WaitForClamd(ctx context.Context, cfg Config, wait time.Duration, waiting func(msg string)) error {
 	s, err := scanner.New(cfg.Scanner)
 	if err != nil {
 		return &SettingError{Field: "Scanner.Addr", Err: err}
@@ -83,6 +94,11 @@ func checkClamd(ctx context.Context, cfg Config, wait time.Duration) error {
 		pcancel()
 		if err == nil {
 			break
+		}
+		if waiting != nil {
+			waiting(fmt.Sprintf("waiting for clamd at %s (up to %s, the clamd wait; a clamd loading its database answers within a minute or two): %v",
+				cfg.Scanner.Addr, wait, err))
+			waiting = nil
 		}
 		select {
 		case <-ctx.Done():

@@ -136,6 +136,16 @@ func TestComposeWorkerWiring(t *testing.T) {
 		t.Errorf("MW_TMP_DIR %q is not on a volume of the worker (%v)", env["MW_TMP_DIR"], w.Volumes)
 	}
 
+	// The worker is not MinIO's root, and its answers' URLs work: the bucket is private, so they point at
+	// the worker's own /objects, which serves S3 variants only with URL signing on.
+	if strings.Contains(env["MW_S3_ACCESS_KEY"]+env["MW_S3_SECRET_KEY"], "MINIO_ROOT") {
+		t.Errorf("the worker reaches MinIO with the root credentials (%s); give it a bucket-scoped user", env["MW_S3_ACCESS_KEY"])
+	}
+	if !strings.Contains(env["MW_PUBLIC_BASE_URL"], "127.0.0.1:"+httpPort+"/objects/") || env["MW_URL_SIGNING_KEY"] == "" {
+		t.Errorf("answers' URLs point at %q (signing key %q): the bucket is private; point them at the worker's /objects with MW_URL_SIGNING_KEY set",
+			env["MW_PUBLIC_BASE_URL"], env["MW_URL_SIGNING_KEY"])
+	}
+
 	checkSettingNames(t, "compose.yaml worker", keys(env))
 }
 

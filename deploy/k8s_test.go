@@ -52,6 +52,53 @@ type manifests struct {
 	Kustomization struct {
 		Resources []string `yaml:"resources"`
 	}
+	// clamd's objects (clamd.yaml), the worker's disruption budget and network policy (policy.yaml).
+	ClamdConfig struct {
+		Data map[string]string `yaml:"data"`
+	}
+	Clamd struct {
+		Spec struct {
+			Template struct {
+				Metadata objectMeta `yaml:"metadata"`
+				Spec     podSpec    `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	ClamdService struct {
+		Metadata objectMeta `yaml:"metadata"`
+		Spec     struct {
+			Selector map[string]string `yaml:"selector"`
+			Ports    []struct {
+				Port int `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"spec"`
+	}
+	PodDisruptionBudget struct {
+		Spec struct {
+			MaxUnavailable *int `yaml:"maxUnavailable"`
+			Selector       struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+		} `yaml:"spec"`
+	}
+	NetworkPolicy struct {
+		Spec struct {
+			PodSelector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"podSelector"`
+			PolicyTypes []string `yaml:"policyTypes"`
+			Ingress     []struct {
+				Ports []struct {
+					Port int `yaml:"port"`
+				} `yaml:"ports"`
+			} `yaml:"ingress"`
+			Egress []struct {
+				Ports []struct {
+					Port int `yaml:"port"`
+				} `yaml:"ports"`
+			} `yaml:"egress"`
+		} `yaml:"spec"`
+	}
 	kinds map[string]bool
 }
 
@@ -64,6 +111,9 @@ type podSpec struct {
 	TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
 	SecurityContext               struct {
 		RunAsNonRoot *bool `yaml:"runAsNonRoot"`
+		RunAsUser    int   `yaml:"runAsUser"`
+		RunAsGroup   int   `yaml:"runAsGroup"`
+		FSGroup      int   `yaml:"fsGroup"`
 	} `yaml:"securityContext"`
 	Containers []container `yaml:"containers"`
 	Volumes    []struct {
@@ -114,6 +164,8 @@ type probe struct {
 		Path string `yaml:"path"`
 		Port string `yaml:"port"`
 	} `yaml:"httpGet"`
+	PeriodSeconds    int `yaml:"periodSeconds"`
+	FailureThreshold int `yaml:"failureThreshold"`
 }
 
 // loadK8s parses every document of every YAML file in k8s/ and returns them with the file names.
@@ -138,18 +190,24 @@ func loadK8s(t *testing.T) (manifests, []string) {
 				t.Fatalf("%s: %v", f, err)
 			}
 			var head struct {
-				APIVersion string `yaml:"apiVersion"`
-				Kind       string `yaml:"kind"`
+				APIVersion string     `yaml:"apiVersion"`
+				Kind       string     `yaml:"kind"`
+				Metadata   objectMeta `yaml:"metadata"`
 			}
 			if err := node.Decode(&head); err != nil || head.APIVersion == "" || head.Kind == "" {
 				t.Fatalf("%s: a document without apiVersion or kind (%v)", f, err)
 			}
-			if m.kinds[head.Kind] {
-				t.Fatalf("%s: a second %s; this test expects one of each", f, head.Kind)
+			// The worker's objects by kind; clamd's (named clamav) by their own name.
+			kind := head.Kind
+			if head.Metadata.Name == "clamav" {
+				kind = "clamav " + kind
 			}
-			m.kinds[head.Kind] = true
+			if m.kinds[kind] {
+				t.Fatalf("%s: a second %s; this test expects one of each", f, kind)
+			}
+			m.kinds[kind] = true
 			var target any
-			switch head.Kind {
+			switch kind {
 			case "ConfigMap":
 				target = &m.ConfigMap
 			case "Deployment":
@@ -158,8 +216,18 @@ func loadK8s(t *testing.T) (manifests, []string) {
 				target = &m.Service
 			case "Kustomization":
 				target = &m.Kustomization
+			case "clamav ConfigMap":
+				target = &m.ClamdConfig
+			case "clamav Deployment":
+				target = &m.Clamd
+			case "clamav Service":
+				target = &m.ClamdService
+			case "PodDisruptionBudget":
+				target = &m.PodDisruptionBudget
+			case "NetworkPolicy":
+				target = &m.NetworkPolicy
 			default:
-				t.Fatalf("%s: unexpected kind %s", f, head.Kind)
+				t.Fatalf("%s: unexpected kind %s", f, kind)
 			}
 			if err := node.Decode(target); err != nil {
 				t.Fatalf("%s: %s: %v", f, head.Kind, err)
@@ -171,7 +239,8 @@ func loadK8s(t *testing.T) (manifests, []string) {
 
 func TestKubernetesManifests(t *testing.T) {
 	m, files := loadK8s(t)
-	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "Kustomization"} {
+	for _, kind := range []string{"ConfigMap", "Deployment", "Service", "Kustomization", "PodDisruptionBudget", "NetworkPolicy",
+		"clamav ConfigMap", "clamav Deployment", "clamav Service"} {
 		if !m.kinds[kind] {
 			t.Fatalf("k8s/ has no %s", kind)
 		}
@@ -306,11 +375,12 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
-	// Scaling: the shared consumer's cap covers every pod at its fullest (see k8s/README.md).
-	slots := atoi(t, env["MW_MAX_IMAGE_JOBS"]) + atoi(t, env["MW_MAX_VIDEO_JOBS"])
+	// Scaling: the shared consumers' cap follows the one rule (docs/operations.md): at least 2 × a lane's
+	// slots of all pods, the surge pod included.
+	slots := max(atoi(t, env["MW_MAX_IMAGE_JOBS"]), atoi(t, env["MW_MAX_VIDEO_JOBS"]))
 	pods := dep.Spec.Replicas + dep.Spec.Strategy.RollingUpdate.MaxSurge
-	if got, need := atoi(t, env["MW_MAX_ACK_PENDING"]), pods*5*slots; got < need {
-		t.Errorf("MW_MAX_ACK_PENDING %d < %d pods × 5 × %d slots", got, pods, slots)
+	if got, need := atoi(t, env["MW_MAX_ACK_PENDING"]), 2*pods*slots; got < need {
+		t.Errorf("MW_MAX_ACK_PENDING %d < 2 × %d pods × %d slots of the largest lane", got, pods, slots)
 	}
 
 	// Selectors line up.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
@@ -73,44 +73,141 @@ type Answer struct {
 }
 
 // Listen calls fn with every answer of the app (or only those of the kinds named) until the returned
-// stop is called. It returns once the server has the subscription, so a request submitted after it
+// stop is called. It returns once the server has the subscriptions, so a request submitted after it
 // cannot be answered unheard. The answers come in order on one goroutine: a virus event always before
 // the response it goes with.
+//
+// It subscribes to the answer subjects themselves (the response, the virus event, progress.*), never
+// to the app's wildcard: an API's user in deploy/nats/accounts.conf may subscribe to exactly those, and
+// requests, lanes' work and dead letters are no traffic of a listener's. The subscriptions share one
+// channel, which the connection's reader fills in the order the server sent: that keeps a virus event
+// ahead of its response, as one subscription would.
 func (c *Client) Listen(fn func(Answer), kinds ...AnswerKind) (stop func(), err error) {
 	nc := c.js.Conn()
-	// One subscription, sorted here: two would each have their own goroutine, and a response could
-	// overtake its virus event. One kind alone gets its own subject: no other traffic to drop.
-	subject := c.subj.Wildcard()
-	if len(kinds) == 1 {
-		subject = map[AnswerKind]string{AnswerResponse: c.subj.Response, AnswerVirus: c.subj.Virus,
-			AnswerProgress: c.subj.ProgressWildcard()}[kinds[0]]
+	subjects := map[AnswerKind]string{AnswerResponse: c.subj.Response, AnswerVirus: c.subj.Virus,
+		AnswerProgress: c.subj.ProgressWildcard()}
+	if len(kinds) == 0 {
+		kinds = []AnswerKind{AnswerResponse, AnswerVirus, AnswerProgress}
 	}
-	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		a := Answer{Data: m.Data, At: time.Now()}
-		switch {
-		case m.Subject == c.subj.Response:
-			a.Kind = AnswerResponse
-		case m.Subject == c.subj.Virus:
-			a.Kind = AnswerVirus
-		case strings.HasPrefix(m.Subject, c.subj.Progress+"."):
-			a.Kind = AnswerProgress
-		default:
-			return // requests, lanes' work, dead letters
+	// The reader never blocks on a full channel (the message would be dropped as a slow consumer's):
+	// a pump moves each message at once onto an unbounded queue that fn drains at its own pace.
+	ch := make(chan *nats.Msg, 4096)
+	var (
+		subs  []*nats.Subscription
+		names []string
+	)
+	unsubscribe := func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
 		}
-		if len(kinds) == 0 || slices.Contains(kinds, a.Kind) {
+	}
+	for _, k := range kinds {
+		subject, ok := subjects[k]
+		if !ok {
+			unsubscribe()
+			return nil, fmt.Errorf("listening: unknown answer kind %q", k)
+		}
+		sub, err := nc.ChanSubscribe(subject, ch)
+		if err != nil {
+			unsubscribe()
+			return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+		}
+		subs = append(subs, sub)
+		names = append(names, subject)
+	}
+	if err := nc.Flush(); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("subscribing to %s: %w", strings.Join(names, ", "), err)
+	}
+	done := make(chan struct{})
+	q := newAnswerQueue()
+	go func() { // the pump
+		for {
+			select {
+			case m, ok := <-ch:
+				if !ok { // nats.go closes only sync subscriptions' channels; be safe all the same
+					q.close()
+					return
+				}
+				a := Answer{Data: m.Data, At: time.Now()}
+				switch {
+				case m.Subject == c.subj.Response:
+					a.Kind = AnswerResponse
+				case m.Subject == c.subj.Virus:
+					a.Kind = AnswerVirus
+				case strings.HasPrefix(m.Subject, c.subj.Progress+"."):
+					a.Kind = AnswerProgress
+				default:
+					continue
+				}
+				q.push(a)
+			case <-done:
+				q.close()
+				return
+			}
+		}
+	}()
+	go func() { // the delivery, on one goroutine, in order
+		for {
+			a, ok := q.pop()
+			if !ok {
+				return
+			}
 			fn(a)
 		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unsubscribe()
+			close(done)
+		})
+	}, nil
+}
+
+// answerQueue is an unbounded FIFO between Listen's pump and its delivery goroutine.
+type answerQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []Answer
+	closed bool
+}
+
+func newAnswerQueue() *answerQueue {
+	q := &answerQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *answerQueue) push(a Answer) {
+	q.mu.Lock()
+	q.items = append(q.items, a)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *answerQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// pop waits for the next answer; false once the queue is closed (what is left is dropped: the
+// listener stopped).
+func (q *answerQueue) pop() (Answer, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && !q.closed {
+		q.cond.Wait()
 	}
-	// Other clients' traffic shares these subjects: let it queue rather than be dropped.
-	_ = sub.SetPendingLimits(-1, 1<<30)
-	if err := nc.Flush(); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	if q.closed {
+		return Answer{}, false
 	}
-	return func() { _ = sub.Unsubscribe() }, nil
+	a := q.items[0]
+	q.items[0] = Answer{}
+	q.items = q.items[1:]
+	return a, true
 }
 
 // Follow reads the responses stream (responses and virus events, as stored, every instance's) with an

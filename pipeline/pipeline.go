@@ -439,7 +439,7 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	if free < need {
 		return transientSaid("checking scratch space",
 			fmt.Sprintf("the scratch disk has %s free; this job needs %s", objstore.FormatBytes(free), objstore.FormatBytes(need)),
-			fmt.Errorf("scratch disk %s has %s free; this job needs %s (%.0f× the input plus %s kept free)",
+			fmt.Errorf("scratch disk %s has %s free; this job needs %s (%.0f× the input plus %s kept free): free space there, point --tmp-dir (MW_TMP_DIR) at a larger disk, or lower --scratch-min-free (MW_SCRATCH_MIN_FREE)",
 				p.cfg.TmpDir, objstore.FormatBytes(free), objstore.FormatBytes(need), p.cfg.DiskFactor, objstore.FormatBytes(p.cfg.MinFreeBytes)))
 	}
 	return nil

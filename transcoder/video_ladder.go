@@ -30,7 +30,7 @@ import (
 // LadderRung is one HLS rendition to make: Height is the short edge (the height of a landscape
 // video, the width of a portrait one, as VideoConfig.MaxHeight counts it), MaxKbps caps its video
 // bitrate (x264's VBV: -maxrate, with a buffer of two seconds' worth), the quality being the MP4's
-// CRF below the cap.
+// CRF below the cap; 0 is DefaultRungKbps of the height.
 type LadderRung struct {
 	Height  int
 	MaxKbps int
@@ -67,8 +67,8 @@ func (s LadderSpec) Validate() error {
 		if r.Height < 2 || r.Height > maxRungHeight || r.Height%2 != 0 {
 			return fmt.Errorf("rungs[%d].height must be even and 2-%d, got %d", i, maxRungHeight, r.Height)
 		}
-		if r.MaxKbps < 1 || r.MaxKbps > maxRungKbps {
-			return fmt.Errorf("rungs[%d].max_kbps must be 1-%d, got %d", i, maxRungKbps, r.MaxKbps)
+		if r.MaxKbps < 0 || r.MaxKbps > maxRungKbps {
+			return fmt.Errorf("rungs[%d].max_kbps must be 1-%d (or left out: a default by height), got %d", i, maxRungKbps, r.MaxKbps)
 		}
 		if j := slices.IndexFunc(s.Rungs[:i], func(o LadderRung) bool { return o.Height == r.Height }); j >= 0 {
 			return fmt.Errorf("rungs[%d].height %d repeats rungs[%d]'s", i, r.Height, j)
@@ -137,9 +137,31 @@ type ladderRendition struct {
 // No rendition is enlarged: when every rung is taller than the source, it gets a single rendition at
 // its own short edge (made even, at least 2) with the lowest rung's cap. A rendition whose long edge
 // libx264 cannot encode (a thin strip) is left out; none left is the input's fault.
+// rungKbps are the default caps of a rung left without max_kbps, by its height (the first row at or
+// above it), near the common H.264 ladders (Apple's HLS authoring guidance): enough for the CRF to
+// rule on ordinary footage, a cap on grain and noise.
+var rungKbps = []struct{ height, kbps int }{
+	{240, 400}, {360, 800}, {480, 1200}, {540, 2000}, {720, 3000}, {1080, 6000}, {1440, 10000}, {2160, 16000},
+}
+
+// DefaultRungKbps is the video bitrate cap of a rung of height whose max_kbps is not given.
+func DefaultRungKbps(height int) int {
+	for _, r := range rungKbps {
+		if height <= r.height {
+			return r.kbps
+		}
+	}
+	return 30000 // above 4K, up to 8K
+}
+
 func planLadder(w, h int, rungs []LadderRung) ([]ladderRendition, error) {
 	short, long := min(w, h), max(w, h)
 	rs := slices.Clone(rungs)
+	for i := range rs {
+		if rs[i].MaxKbps == 0 {
+			rs[i].MaxKbps = DefaultRungKbps(rs[i].Height)
+		}
+	}
 	slices.SortFunc(rs, func(a, b LadderRung) int { return b.Height - a.Height })
 	var fit []LadderRung
 	for _, r := range rs {

@@ -384,7 +384,7 @@ func TestLadderSpecValidate(t *testing.T) {
 		"rungs[1].height must be even":          {Rungs: []LadderRung{{1080, 6000}, {721, 3000}}},
 		"rungs[0].height must be even and 2-":   {Rungs: []LadderRung{{0, 6000}}},
 		"rungs[0].height must be even and 2-4":  {Rungs: []LadderRung{{8640, 6000}}},
-		"rungs[1].max_kbps must be 1-":          {Rungs: []LadderRung{{1080, 6000}, {720, 0}}},
+		"rungs[1].max_kbps must be 1-":          {Rungs: []LadderRung{{1080, 6000}, {720, -1}}},
 		"rungs[2].height 1080 repeats rungs[0]": {Rungs: []LadderRung{{1080, 6000}, {720, 3000}, {1080, 5000}}},
 		"segment_seconds must be 2-10":          {Rungs: []LadderRung{{720, 3000}}, SegmentSeconds: 1},
 		"segment_seconds must be":               {Rungs: []LadderRung{{720, 3000}}, SegmentSeconds: math.NaN()},
@@ -424,6 +424,18 @@ func TestLadderPlan(t *testing.T) {
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%dx%d: %v (%v), want %v", c.w, c.h, got, err, c.want)
 		}
+	}
+	// A rung without max_kbps gets a default by its height, not an error.
+	if err := (LadderSpec{Rungs: []LadderRung{{1080, 0}, {720, 0}, {480, 2500}}}).Validate(); err != nil {
+		t.Errorf("rungs without max_kbps: %v", err)
+	}
+	rs, err := planLadder(1920, 1080, []LadderRung{{1080, 0}, {720, 0}, {480, 2500}})
+	var kbps []int
+	for _, r := range rs {
+		kbps = append(kbps, r.maxKbps)
+	}
+	if err != nil || !slices.Equal(kbps, []int{6000, 3000, 2500}) {
+		t.Errorf("caps of rungs 1080 and 720 without max_kbps, and 480 with 2500: %v (%v), want [6000 3000 2500]", kbps, err)
 	}
 	// A strip no rendition of which libx264 can encode is the input's fault.
 	if _, err := planLadder(20000, 400, rungs); !IsBadInput(err) {

@@ -238,6 +238,9 @@ func (f *configFile) decodeVideo(dotted string, n *yaml.Node) (pipeline.VideoRec
 						rerrs = append(rerrs, f.fields(fmt.Sprintf("%s[%d]", rkey, j), item, map[string]func(*yaml.Node, string) error{
 							"height": f.whole(&r.Height), "max_kbps": f.whole(&r.MaxKbps),
 						})...)
+						if r.MaxKbps == 0 { // left out: a default by height, shown by `config` as in effect
+							r.MaxKbps = transcoder.DefaultRungKbps(r.Height)
+						}
 						spec.Rungs = append(spec.Rungs, r)
 					}
 					return joinErrs(rerrs)
@@ -416,7 +419,7 @@ var variantDocs = map[string]string{
 var videoDocs = map[string]string{
 	"mp4":                 "`[1080, 720]`: MP4 renditions (H.264/AAC, fast start), each at most that tall on its short edge and never enlarged (asked heights the video is shorter than collapse into one at its own height); answered as `{quality: 1080p, format: mp4}` (the height made); made in the HLS ladder's run when both are asked; the tallest is a copy of the upload's streams when they already are H.264/AAC at that size",
 	"hls":                 "an adaptive HLS ladder made in one ffmpeg run that decodes the video once: CMAF (fMP4) segments, one master playlist, the audio once; its master playlist is answered as `{quality: hls, format: m3u8}`",
-	"hls.rungs":           "`[{height, max_kbps}, …]`: each rendition's short edge (never above the source's: taller rungs are dropped) and its video bitrate cap",
+	"hls.rungs":           "`[{height, max_kbps}, …]`: each rendition's short edge (never above the source's: taller rungs are dropped) and its video bitrate cap (left out: 3000 for 720, 6000 for 1080, … by height)",
 	"hls.segment_seconds": "target segment length, 2–10 (default 4)",
 	"storyboard":          "`{every_seconds (2), tile_width (160), columns (10), max_tiles (200)}`: a sprite sheet of frames and a WebVTT file of `#xywh=` cues for a player's scrub bar, answered as `{quality: storyboard, format: jpg}` and `{quality: storyboard, format: vtt}`",
 }

@@ -75,12 +75,29 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mediaworker run: --clamd-wait (MW_CLAMD_WAIT) is %s: it must be 0 or more\n", *clamdWait)
 		return exitUsage
 	}
-	if err := app.Preflight(ctx, cfg, *clamdWait); err != nil {
+	if err := app.PreflightLocal(cfg); err != nil {
+		return failStart(stderr, exitFailure, err)
+	}
+	// From here start-up may wait minutes (clamd loading its database, NATS): HTTP answers at once and
+	// says what it waits for, and the log says it when the wait begins, not when it gives up.
+	var starting *app.Starting
+	if cfg.HTTPAddr != "" {
+		if starting, err = app.ServeStarting(cfg.HTTPAddr); err != nil {
+			return failStart(stderr, exitFailure, err)
+		}
+		defer starting.Close()
+	}
+	starting.Set(fmt.Sprintf("checking clamd at %s", cfg.Scanner.Addr))
+	if err := app.WaitForClamd(ctx, cfg, *clamdWait, func(msg string) {
+		log.Warn().Str("clamd", cfg.Scanner.Addr).Str("http", cfg.HTTPAddr).Msg(msg)
+		starting.Set(msg)
+	}); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
 		return failStart(stderr, exitFailure, err)
 	}
+	starting.Set("connecting to NATS, provisioning the streams and opening the object store")
 	if tuneGoMemory() {
 		log.Debug().Int("gogc", defaultGOGC).Int64("gomemlimit", defaultGoMemLimit).Msg("Go GC tuned for a bounded peak (set GOGC or GOMEMLIMIT to choose yourself)")
 	}
@@ -104,7 +121,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		libvips <- nil
 	}
-	a, err := app.New(ctx, cfg, log)
+	a, err := starting.NewApp(ctx, cfg, log)
 	if err != nil && ctx.Err() != nil {
 		log.Info().Msg("stopped during start-up")
 		return exitOK
@@ -199,7 +216,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.ScanAPI.Concurrency, "scan-api-concurrency", cfg.ScanAPI.Concurrency, "scans /v1/scan runs at once (its own slots, never the jobs')")
 	fs.Var(bytesFlag{&cfg.ScanAPI.MaxBytes}, "scan-api-max-bytes", "largest /v1/scan body (0: --max-input-bytes)")
 	durationVar(fs, &cfg.ScanAPI.StallTimeout, "scan-api-stall-timeout", "a /v1/scan body that sends nothing this long is refused (408); bodies are received before a scan slot is taken")
-	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
+	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "serve variants at /objects/<bucket>/<key> so response URLs work: with --storage nats, and with s3 when --url-signing-key is set (then point --public-base-url at <this worker>/objects/<bucket>)")
 	fs.StringVar(&cfg.URLSigning.Key, "url-signing-key", cfg.URLSigning.Key, "HMAC secret (≥ 32 bytes): /objects serves only signed, expiring URLs, and response URLs are signed")
 	durationVar(fs, &cfg.URLSigning.TTL, "url-signing-ttl", "lifetime of the signed URLs in responses")
 	bindWebhooks(fs, &cfg.Webhooks)

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,10 +145,19 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
 				t.Fatalf("want a non-zero exit status, got %v (ctx %v)\nstderr:\n%s", err, ctx.Err(), stderr.String())
 			}
-			out := stderr.String()
-			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			// A clamd that does not answer is announced in the log as soon as the wait begins (the
+			// worker's log format: JSON here, stderr is no terminal); the failure is still one line.
+			var notices []string
+			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+			for len(lines) > 1 && strings.Contains(lines[0], "waiting for clamd at ") {
+				notices, lines = append(notices, lines[0]), lines[1:]
+			}
+			out := strings.Join(lines, "\n")
 			if len(lines) != 1 || !strings.HasPrefix(lines[0], "mediaworker run: ") {
-				t.Fatalf("want one line \"mediaworker run: …\" on stderr, got %d:\n%s", len(lines), out)
+				t.Fatalf("want one line \"mediaworker run: …\" on stderr, got %d:\n%s", len(lines), stderr.String())
+			}
+			if tc.name == "clamd unreachable" && len(notices) != 1 {
+				t.Errorf("want the wait for clamd announced once before the failure, got %d notices:\n%s", len(notices), stderr.String())
 			}
 			for _, bad := range []string{"panic", "goroutine", "{\""} {
 				if strings.Contains(out, bad) {
@@ -179,4 +191,77 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			t.Fatalf("error does not name clamd: %v", err)
 		}
 	})
+}
+
+// With clamd not answering, start-up waits for it (up to --clamd-wait), and says so at once: the log
+// names the address as the wait begins, and HTTP answers from the first moment — /health/live 200,
+// /health/ready, /health and the console's page 503 naming what start-up waits for — so neither an
+// operator nor a probe meets a silent process and a refused port for two minutes.
+func TestStartupWaitingForClamdSaysSoAtOnce(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	clamdAddr := "tcp://" + testenv.FreeAddr(t) // nothing listens there
+	httpAddr := testenv.FreeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--data-dir", filepath.Join(dir, "data"), "--tmp-dir", filepath.Join(dir, "tmp"),
+		"--nats-listen", "127.0.0.1:0", "--http-addr", httpAddr, "--clamd-addr", clamdAddr, "--clamd-wait", "2m", "--log-format", "json")
+	var stderr testenv.LockedBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("worker stderr:\n%s", stderr.String())
+		}
+	})
+	want := "waiting for clamd at " + clamdAddr
+	start := time.Now()
+	get := func(path string) (int, string, error) {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	// Well inside the 2-minute wait: the answers come while start-up still waits.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("the worker exited while waiting for clamd: %v", err)
+		default:
+		}
+		if !strings.Contains(stderr.String(), want) {
+			return fmt.Errorf("the log does not say %q yet", want)
+		}
+		for _, path := range []string{"/health/ready", "/health", "/"} {
+			code, body, err := get(path)
+			if err != nil {
+				return err
+			}
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+				return fmt.Errorf("GET %s: %d %s, want 503 saying %q", path, code, body, want)
+			}
+		}
+		if code, body, err := get("/health/live"); err != nil || code != http.StatusOK {
+			return fmt.Errorf("GET /health/live: %d %s %v, want 200", code, body, err)
+		}
+		return nil
+	})
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("start-up said what it waits for only after %s", took)
+	}
+	t.Logf("HTTP and the log named the clamd wait %s after start", time.Since(start).Round(time.Millisecond))
 }

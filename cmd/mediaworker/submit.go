@@ -123,8 +123,9 @@ type waiter struct {
 	out     io.Writer
 	status  io.Writer // progress goes here: a bar on a terminal, plain lines otherwise
 	tty     bool
-	bars    bool              // a progress line is on screen and must be cleared before other output
-	pending map[string]string // mediaId → file
+	bars    bool               // a progress line is on screen and must be cleared before other output
+	pending map[string]string  // mediaId → file
+	shown   map[string]float64 // mediaId → the percent shown last: the bar never goes back
 	failed  int
 	done    chan struct{}
 }
@@ -134,7 +135,7 @@ func newWaiter(out, status io.Writer) *waiter {
 	if f, ok := status.(*os.File); ok {
 		tty = isatty.IsTerminal(f.Fd())
 	}
-	return &waiter{out: out, status: status, tty: tty, pending: map[string]string{}, done: make(chan struct{}, 1)}
+	return &waiter{out: out, status: status, tty: tty, pending: map[string]string{}, shown: map[string]float64{}, done: make(chan struct{}, 1)}
 }
 
 func (w *waiter) expect(id, file string) {
@@ -192,14 +193,21 @@ func (w *waiter) onProgress(data []byte) {
 	if !ok {
 		return
 	}
+	// A job with several ffmpeg runs (a recipe's renditions after the MP4) reports each from its start,
+	// and reports can arrive late: the bar shows the furthest point reached, within 0–100.
+	pct := min(max(p.Percent, w.shown[p.MediaID], 0), 100)
+	if prev, seen := w.shown[p.MediaID]; seen && (pct == prev || !w.tty && int(pct) == int(prev)) {
+		return // nothing new to show
+	}
+	w.shown[p.MediaID] = pct
 	if !w.tty {
-		fmt.Fprintf(w.status, "progress %s %.0f%%\n", file, p.Percent)
+		fmt.Fprintf(w.status, "progress %s %.0f%%\n", file, pct)
 		return
 	}
 	const width = 30
-	done := int(p.Percent / 100 * width)
+	done := int(pct / 100 * width)
 	fmt.Fprintf(w.status, "\r\033[K%-24s [%s%s] %5.1f%%", clip(filepath.Base(file), 24),
-		strings.Repeat("#", done), strings.Repeat(".", width-done), p.Percent)
+		strings.Repeat("#", done), strings.Repeat(".", width-done), pct)
 	w.bars = true
 }
 
@@ -215,6 +223,7 @@ func (w *waiter) settle(r contracts.Response) {
 		w.failed++
 	}
 	delete(w.pending, r.MediaID)
+	delete(w.shown, r.MediaID)
 	if len(w.pending) == 0 {
 		select {
 		case w.done <- struct{}{}:

@@ -298,17 +298,36 @@ func (s *Store) EnsureBucket(ctx context.Context, bucket string) error {
 }
 
 // Ping lists buckets. Credentials that authenticate but may not list buckets (AccessDenied) still
-// count as reachable: the worker needs object access, not ListAllMyBuckets.
+// count as reachable: the worker needs object access, not ListAllMyBuckets. No credentials at all
+// do not: S3 answers an anonymous request with the same AccessDenied, and every job would then fail.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return fmt.Errorf("pinging s3: %w", objstore.ErrClosed)
 	}
 	ctx, cancel := s.opContext(ctx)
 	defer cancel()
-	if _, err := s.client.ListBuckets(ctx); err != nil && minioCode(err) != minio.AccessDenied {
+	if _, err := s.client.ListBuckets(ctx); err != nil {
+		if minioCode(err) == minio.AccessDenied && s.cfg.AccessKey != "" {
+			return nil
+		}
+		if s.cfg.AccessKey == "" {
+			return fmt.Errorf("pinging s3 at %s without credentials: %w", s.cfg.Endpoint, err)
+		}
 		return fmt.Errorf("pinging s3 at %s: %w", s.cfg.Endpoint, err)
 	}
 	return nil
+}
+
+// IsCredentialError reports whether err is S3 refusing the credentials or what they may do (a wrong
+// or missing key, a bad signature, an expired token, no permission), rather than the network or the
+// service being down.
+func IsCredentialError(err error) bool {
+	switch minioCode(err) {
+	case minio.AccessDenied, "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+		"AccountProblem", "AllAccessDisabled", "AuthorizationHeaderMalformed":
+		return true
+	}
+	return false
 }
 
 // URL returns PublicURL (or scheme://Endpoint) + "/" + bucket + "/" + escaped key.
