@@ -80,6 +80,11 @@ const maxConfigBytes = 256 << 10
 // is a copy of its anchor's value, so a few lines that alias aliases describe billions of values.
 const maxAliasNodes = 20000
 
+// maxAliasBytes bounds the text those copies hold: a count of values alone lets one 200 KiB scalar,
+// aliased 20000 times, stand for 4 GB, which every error that quotes a value (format: *big in each of
+// thousands of variants) would write out (config check of a 100 KiB such file: 1.5 GB, 250 MB told).
+const maxAliasBytes = 1 << 20
+
 // readConfigBytes reads at most maxConfigBytes of the file, refusing a larger one without reading it
 // whole.
 func readConfigBytes(path string) ([]byte, error) {
@@ -176,15 +181,16 @@ const extensionPrefix = "x-"
 
 // expand returns a copy of n with its aliases replaced by their anchors' values and its merge keys
 // (<<: *base, <<: [*a, *b]) by the keys they bring, a key written beside the merge winning over a
-// merged one. The copies may hold at most maxAliasNodes values in all.
+// merged one. The copies may hold at most maxAliasNodes values and maxAliasBytes of text in all.
 func (f *configFile) expand(n *yaml.Node) (*yaml.Node, error) {
-	e := expander{f: f, budget: maxAliasNodes, inside: map[*yaml.Node]bool{}}
+	e := expander{f: f, budget: maxAliasNodes, bytes: maxAliasBytes, inside: map[*yaml.Node]bool{}}
 	return e.node(n)
 }
 
 type expander struct {
 	f      *configFile
 	budget int
+	bytes  int                 // the text the copies may still hold (maxAliasBytes)
 	inside map[*yaml.Node]bool // the anchors being copied, to refuse one that holds an alias to itself
 }
 
@@ -192,6 +198,9 @@ func (e *expander) node(n *yaml.Node) (*yaml.Node, error) {
 	if len(e.inside) > 0 {
 		if e.budget--; e.budget < 0 {
 			return nil, e.f.errAt(n, "", "aliases (*name) and merge keys (<<) expand to more than %d values; write the values out instead", maxAliasNodes)
+		}
+		if e.bytes -= len(n.Value); e.bytes < 0 {
+			return nil, e.f.errAt(n, "", "aliases (*name) and merge keys (<<) expand to more than %d KiB of text; write the values out instead", maxAliasBytes>>10)
 		}
 	}
 	switch n.Kind {
