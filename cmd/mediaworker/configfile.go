@@ -303,7 +303,7 @@ func (c *command) loadSection(f *configFile, sec section, m *yaml.Node) []error 
 		}
 		v, problem := scalarFor(fl, vn)
 		if problem == "" {
-			if err := c.fs.Set(k.flag, v); err != nil {
+			if err := c.set(k.flag, v); err != nil {
 				problem = valueProblem(fl, err)
 			}
 		}

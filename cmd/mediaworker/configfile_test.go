@@ -151,6 +151,36 @@ func TestConfigFileMistakes(t *testing.T) {
 	}
 }
 
+// A value the file or a variable gives that its setting refuses is told once, at its place: not again as
+// what the zero a failed parse leaves would break ("scan timeout must be positive, got 0s"), for which
+// config check had no place to point at.
+func TestRefusedValueIsToldOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, env string
+		want            []string // each line told
+	}{
+		{"file", "clamd:\n  scan_timeout: bogus\n", "", []string{":2:17: clamd.scan_timeout: not a duration"}},
+		{"variable beside a mistake of the file", "clamd:\n  scan_timeout: 30s\n  adr: x\n", "bogus",
+			[]string{`MW_CLAMD_SCAN_TIMEOUT="bogus"`, `:3:3: clamd.adr: unknown key "adr"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("MW_CLAMD_SCAN_TIMEOUT", tc.env)
+			}
+			code, _, errs := run(t, "config", "check", writeConfig(t, tc.body))
+			lines := strings.Split(strings.TrimSpace(errs), "\n")
+			if code != exitUsage || len(lines) != len(tc.want) {
+				t.Fatalf("exit %d, want %d and %d lines:\n%s", code, exitUsage, len(tc.want), errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("lacks %q:\n%s", w, errs)
+				}
+			}
+		})
+	}
+}
+
 // The renamed flags keep their old names, which warn and set today's setting.
 func TestDeprecatedNamesStillWork(t *testing.T) {
 	code, out, errs := run(t, "config", "--max-pixels", "1234", "--webp-quality-high", "90")
