@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -117,10 +118,23 @@ func (c *command) loadConfigFile(path string) (*configFile, error) {
 		return nil, err
 	}
 	f := &configFile{path: path}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	notYAML := func(err error) error {
 		// yaml's own message says "yaml: line N: ..."; keep it, prefixed by the file.
-		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc, next yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, notYAML(err)
+	}
+	// Only the first document would be read: settings in a second (after ---) would be dropped
+	// without a word, their mistakes untold.
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, notYAML(err)
+	case len(next.Content) > 0 && (next.Content[0].Tag != "!!null" || next.Content[0].Value != ""):
+		return nil, f.errAt(next.Content[0], "", "a second YAML document (after ---): the worker reads one; write every setting in the first")
 	}
 	if len(doc.Content) == 0 {
 		return f, nil // an empty file sets nothing

@@ -128,6 +128,9 @@ func TestConfigFileMistakes(t *testing.T) {
 		{"mp4 in the default", "recipes:\n  default:\n    video:\n      mp4: [720]\n",
 			[]string{":2:", "recipes.default", "its video stays one MP4 and a poster"}},
 		{"not yaml", "clamd: [\n", []string{"mediaworker.yaml"}},
+		// Read as one document, the second's settings and mistakes were dropped without a word.
+		{"second document", "clamd:\n  addr: tcp://127.0.0.1:1\n---\nclamd:\n  scan_timeout: bogus\n",
+			[]string{":4:1:", "a second YAML document (after ---)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
