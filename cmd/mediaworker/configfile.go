@@ -86,9 +86,32 @@ const maxAliasNodes = 20000
 // thousands of variants) would write out (config check of a 100 KiB such file: 1.5 GB, 250 MB told).
 const maxAliasBytes = 1 << 20
 
+// configReadWait bounds the reading of the config file. A named pipe no one writes to, or a writer that
+// never finishes, would block start-up for ever, silently, and SIGTERM would not end it either: the
+// worker handles that signal itself, in code that runs once the settings are read.
+var configReadWait = 10 * time.Second
+
 // readConfigBytes reads at most maxConfigBytes of the file, refusing a larger one without reading it
-// whole.
+// whole, within configReadWait.
 func readConfigBytes(path string) ([]byte, error) {
+	type read struct {
+		data []byte
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() { // left behind only if the read never ends; the command then ends with the error
+		data, err := readConfigBytesNow(path)
+		done <- read{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-time.After(configReadWait):
+		return nil, fmt.Errorf("reading config file: %s: not read within %s (a named pipe that nothing writes to, or a writer that never finishes?)", path, configReadWait)
+	}
+}
+
+func readConfigBytesNow(path string) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)

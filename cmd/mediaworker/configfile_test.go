@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/transcoder"
@@ -181,6 +183,38 @@ func TestRefusedValueIsToldOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A named pipe that nothing writes to is refused within configReadWait, not waited on for ever (the
+// worker, handling SIGTERM itself only later, could not even be stopped but by SIGKILL).
+func TestConfigFileFromAPipeNoOneWritesTo(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "mediaworker.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // unblock the reader left behind
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	was := configReadWait
+	configReadWait = 200 * time.Millisecond
+	t.Cleanup(func() { configReadWait = was })
+	done := make(chan struct{})
+	var code int
+	var errs string
+	go func() {
+		defer close(done)
+		code, _, errs = run(t, "config", "check", fifo)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("config check of a pipe no one writes to has not ended in 30s")
+	}
+	if want := "not read within 200ms"; code != exitUsage || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, want %d saying %q:\n%s", code, exitUsage, want, errs)
 	}
 }
 
