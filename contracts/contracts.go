@@ -103,7 +103,7 @@ type Metadata struct {
 	// PosterTimeSeconds is where in a video its poster was taken.
 	PosterTimeSeconds *float64 `json:"posterTimeSeconds,omitempty"`
 	// Reused says the answer was made from an earlier upload of the same bytes (same recipe, same
-	// virus signatures): its variants were copied, nothing was scanned or transformed again.
+	// bucket): the upload was scanned as every upload is, and its variants were copied, not made again.
 	Reused bool `json:"reused,omitempty"`
 }
 

@@ -419,6 +419,52 @@ func TestReuseFallsBackWhenARememberedOutputIsForbidden(t *testing.T) {
 	}
 }
 
+// Item 1, what a variant is served as: a client that may write under its own keys on S3 writes its
+// variants' very bytes back (the same ETag, the variant marker set) as text/html; a later upload of the
+// same bytes by someone else must not get variants that S3 or a CDN serves as text/html (the copy
+// keeps its source's Content-Type). It is made afresh, or copied only as what the worker stored.
+func TestReuseKeepsTheStoredContentType(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	m := testenv.StartMinIO(t)
+	reuseWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m})
+	l := newLedger(t, srv.ClientURL())
+	c := newClient(t, l, m, 1)
+	photo := testenv.MakeJPEG(t, t.TempDir(), 1200, 900)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	answer := func(key string) contracts.Response {
+		t.Helper()
+		id := c.submit(photo, key)
+		l.await([]string{id}, 2*time.Minute)
+		r := l.one(id)
+		if !r.Success || r.Metadata == nil || len(r.Processed) != 3 {
+			t.Fatalf("%s: %+v", key, r)
+		}
+		return r
+	}
+	for _, v := range answer("u/first.jpg").Processed {
+		key := s3KeyOf(t, v.URL)
+		var b bytes.Buffer
+		if _, err := c.store.Get(ctx, bucket, key, &b); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.store.Put(objstore.AsVariant(ctx), bucket, key, &b, int64(b.Len()), "text/html"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range answer("u/again.jpg").Processed {
+		info, err := c.store.Stat(ctx, bucket, s3KeyOf(t, v.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.ContentType != "image/webp" {
+			t.Errorf("the repeat's %s variant is stored as %q", v.Quality, info.ContentType)
+		}
+	}
+}
+
 // s3KeyOf is the key of a variant's URL on S3 (<endpoint>/<bucket>/<key>).
 func s3KeyOf(t *testing.T, u string) string {
 	t.Helper()

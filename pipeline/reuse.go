@@ -161,10 +161,13 @@ func (p *Pipeline) copyReused(ctx context.Context, j *job, r *Reused) ([]contrac
 		if err != nil {
 			return nil, fmt.Errorf("looking up %s/%s: %w", r.Bucket, o.Key, err)
 		}
-		// Only what this worker wrote, as it wrote it: not an object without the marker, and not
-		// other bytes at the key (the worker itself answering another request under those keys).
-		if !info.Variant || o.Tag == "" || info.Tag != o.Tag {
-			return nil, fmt.Errorf("%s/%s: %w (tag %q, remembered %q)", r.Bucket, o.Key, errReplaced, info.Tag, o.Tag)
+		// Only what this worker wrote, as it wrote it: not an object without the marker, not other
+		// bytes at the key (the worker itself answering another request under those keys), and not
+		// its bytes written back under another Content-Type (the Tag names the bytes alone: an S3 ETag
+		// is their MD5), which the copy would keep and S3 or a CDN serve (text/html).
+		if !info.Variant || o.Tag == "" || info.Tag != o.Tag || info.ContentType != o.ContentType {
+			return nil, fmt.Errorf("%s/%s: %w (tag %q, remembered %q; content type %q, remembered %q)",
+				r.Bucket, o.Key, errReplaced, info.Tag, o.Tag, info.ContentType, o.ContentType)
 		}
 		if err := objstore.CopyStatted(ctx, p.store, info, j.req.S3Bucket, key); err != nil {
 			return nil, fmt.Errorf("copying %s/%s: %w", r.Bucket, o.Key, err)

@@ -50,7 +50,7 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func cmdConfigCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	const summary = "Validate a config file as `mediaworker run --config FILE` reads it (with this environment's\nMW_* variables), without starting anything. Exit 0 when it is valid, 2 naming each mistake's\nline, column and key."
 	first := newCommand("config check", summary, "FILE")
-	first.noFile = true // MW_CONFIG names another file than the one to check
+	first.argsOnly = true // MW_CONFIG names another file than the one to check
 	bindRunSettings(first, new(app.Config))
 	rest, code, ok := parseOrUsage(first, withoutConfig(args), stdout, stderr)
 	if !ok {

@@ -245,3 +245,26 @@ recipes:
 		t.Logf("%s: refused in %s", tc.name, time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// An alias of a long text counts by its bytes, not as one value: 2500 copies of a 20 KiB scalar, each
+// quoted by its variant's error (format: *big), were 50 MB told and ~300 MB of memory for a 26 KiB
+// file (a 100 KiB scalar: 250 MB told, 1.5 GB). Now refused at the bound, with one short sentence.
+func TestConfigFileAliasOfLongTextIsBounded(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "x-s: &s %q\nx-v: &v {format: *s}\nx-l: &l [%s]\nrecipes:\n",
+		strings.Repeat("A", 20<<10), strings.TrimSuffix(strings.Repeat("*v, ", 50), ", "))
+	for i := range 50 {
+		fmt.Fprintf(&b, "  r%d: {images: *l}\n", i)
+	}
+	code, _, errs, rss := execWorker(t, nil, "config", "check", writeConfig(t, b.String()))
+	t.Logf("exit %d, %d bytes told, peak RSS %d MiB", code, len(errs), rss>>10)
+	if want := "expand to more than 1024 KiB of text"; code != exitUsage || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, want %d saying %q:\n%.2000s", code, exitUsage, want, errs)
+	}
+	if len(errs) > 4<<10 {
+		t.Errorf("%d bytes told, want a sentence", len(errs))
+	}
+	if rss > 100<<10 {
+		t.Errorf("peak RSS %d MiB, want under 100 MiB", rss>>10)
+	}
+}

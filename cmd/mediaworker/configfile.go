@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,9 +83,37 @@ const maxConfigBytes = 256 << 10
 // is a copy of its anchor's value, so a few lines that alias aliases describe billions of values.
 const maxAliasNodes = 20000
 
+// maxAliasBytes bounds the text those copies hold: a count of values alone lets one 200 KiB scalar,
+// aliased 20000 times, stand for 4 GB, which every error that quotes a value (format: *big in each of
+// thousands of variants) would write out (config check of a 100 KiB such file: 1.5 GB, 250 MB told).
+const maxAliasBytes = 1 << 20
+
+// configReadWait bounds the reading of the config file. A named pipe no one writes to, or a writer that
+// never finishes, would block start-up for ever, silently, and SIGTERM would not end it either: the
+// worker handles that signal itself, in code that runs once the settings are read.
+var configReadWait = 10 * time.Second
+
 // readConfigBytes reads at most maxConfigBytes of the file, refusing a larger one without reading it
-// whole.
+// whole, within configReadWait.
 func readConfigBytes(path string) ([]byte, error) {
+	type read struct {
+		data []byte
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() { // left behind only if the read never ends; the command then ends with the error
+		data, err := readConfigBytesNow(path)
+		done <- read{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-time.After(configReadWait):
+		return nil, fmt.Errorf("reading config file: %s: not read within %s (a named pipe that nothing writes to, or a writer that never finishes?)", path, configReadWait)
+	}
+}
+
+func readConfigBytesNow(path string) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)
@@ -114,10 +143,23 @@ func (c *command) loadConfigFile(path string) (*configFile, error) {
 		return nil, err
 	}
 	f := &configFile{path: path}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	notYAML := func(err error) error {
 		// yaml's own message says "yaml: line N: ..."; keep it, prefixed by the file.
-		return nil, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc, next yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, notYAML(err)
+	}
+	// Only the first document would be read: settings in a second (after ---) would be dropped
+	// without a word, their mistakes untold.
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, notYAML(err)
+	case len(next.Content) > 0 && (next.Content[0].Tag != "!!null" || next.Content[0].Value != ""):
+		return nil, f.errAt(next.Content[0], "", "a second YAML document (after ---): the worker reads one; write every setting in the first")
 	}
 	if len(doc.Content) == 0 {
 		return f, nil // an empty file sets nothing
@@ -178,15 +220,16 @@ const extensionPrefix = "x-"
 
 // expand returns a copy of n with its aliases replaced by their anchors' values and its merge keys
 // (<<: *base, <<: [*a, *b]) by the keys they bring, a key written beside the merge winning over a
-// merged one. The copies may hold at most maxAliasNodes values in all.
+// merged one. The copies may hold at most maxAliasNodes values and maxAliasBytes of text in all.
 func (f *configFile) expand(n *yaml.Node) (*yaml.Node, error) {
-	e := expander{f: f, budget: maxAliasNodes, inside: map[*yaml.Node]bool{}}
+	e := expander{f: f, budget: maxAliasNodes, bytes: maxAliasBytes, inside: map[*yaml.Node]bool{}}
 	return e.node(n)
 }
 
 type expander struct {
 	f      *configFile
 	budget int
+	bytes  int                 // the text the copies may still hold (maxAliasBytes)
 	inside map[*yaml.Node]bool // the anchors being copied, to refuse one that holds an alias to itself
 }
 
@@ -194,6 +237,9 @@ func (e *expander) node(n *yaml.Node) (*yaml.Node, error) {
 	if len(e.inside) > 0 {
 		if e.budget--; e.budget < 0 {
 			return nil, e.f.errAt(n, "", "aliases (*name) and merge keys (<<) expand to more than %d values; write the values out instead", maxAliasNodes)
+		}
+		if e.bytes -= len(n.Value); e.bytes < 0 {
+			return nil, e.f.errAt(n, "", "aliases (*name) and merge keys (<<) expand to more than %d KiB of text; write the values out instead", maxAliasBytes>>10)
 		}
 	}
 	switch n.Kind {
@@ -300,7 +346,7 @@ func (c *command) loadSection(f *configFile, sec section, m *yaml.Node) []error 
 		}
 		v, problem := scalarFor(fl, vn)
 		if problem == "" {
-			if err := c.fs.Set(k.flag, v); err != nil {
+			if err := c.set(k.flag, v); err != nil {
 				problem = valueProblem(fl, err)
 			}
 		}

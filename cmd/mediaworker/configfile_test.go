@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/transcoder"
@@ -128,6 +130,9 @@ func TestConfigFileMistakes(t *testing.T) {
 		{"mp4 in the default", "recipes:\n  default:\n    video:\n      mp4: [720]\n",
 			[]string{":2:", "recipes.default", "its video stays one MP4 and a poster"}},
 		{"not yaml", "clamd: [\n", []string{"mediaworker.yaml"}},
+		// Read as one document, the second's settings and mistakes were dropped without a word.
+		{"second document", "clamd:\n  addr: tcp://127.0.0.1:1\n---\nclamd:\n  scan_timeout: bogus\n",
+			[]string{":4:1:", "a second YAML document (after ---)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +153,68 @@ func TestConfigFileMistakes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A value the file or a variable gives that its setting refuses is told once, at its place: not again as
+// what the zero a failed parse leaves would break ("scan timeout must be positive, got 0s"), for which
+// config check had no place to point at.
+func TestRefusedValueIsToldOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, env string
+		want            []string // each line told
+	}{
+		{"file", "clamd:\n  scan_timeout: bogus\n", "", []string{":2:17: clamd.scan_timeout: not a duration"}},
+		{"variable beside a mistake of the file", "clamd:\n  scan_timeout: 30s\n  adr: x\n", "bogus",
+			[]string{`MW_CLAMD_SCAN_TIMEOUT="bogus"`, `:3:3: clamd.adr: unknown key "adr"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("MW_CLAMD_SCAN_TIMEOUT", tc.env)
+			}
+			code, _, errs := run(t, "config", "check", writeConfig(t, tc.body))
+			lines := strings.Split(strings.TrimSpace(errs), "\n")
+			if code != exitUsage || len(lines) != len(tc.want) {
+				t.Fatalf("exit %d, want %d and %d lines:\n%s", code, exitUsage, len(tc.want), errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("lacks %q:\n%s", w, errs)
+				}
+			}
+		})
+	}
+}
+
+// A named pipe that nothing writes to is refused within configReadWait, not waited on for ever (the
+// worker, handling SIGTERM itself only later, could not even be stopped but by SIGKILL).
+func TestConfigFileFromAPipeNoOneWritesTo(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "mediaworker.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // unblock the reader left behind
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	was := configReadWait
+	configReadWait = 200 * time.Millisecond
+	t.Cleanup(func() { configReadWait = was })
+	done := make(chan struct{})
+	var code int
+	var errs string
+	go func() {
+		defer close(done)
+		code, _, errs = run(t, "config", "check", fifo)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("config check of a pipe no one writes to has not ended in 30s")
+	}
+	if want := "not read within 200ms"; code != exitUsage || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, want %d saying %q:\n%s", code, exitUsage, want, errs)
 	}
 }
 

@@ -30,8 +30,10 @@ type command struct {
 	deprecated []string
 	// file is the config file read by parse, nil when none was named.
 	file *configFile
-	// noFile makes parse read no config file (config check's first look at its arguments).
-	noFile bool
+	// argsOnly makes parse read no config file and no variables: config check's first look at its
+	// arguments, which the second look reads with both (a bad variable told there beside the file's
+	// mistakes, not alone here in their stead).
+	argsOnly bool
 	// emptyVars and overrides say, once each, what the environment did that an operator should hear
 	// of: an empty variable ignored, a variable overriding the config file. Never a value: it may be a
 	// secret.
@@ -75,7 +77,7 @@ func (c *command) bindConfig() {
 // variable beats the file and a flag beats both. It returns the positional arguments.
 func (c *command) parse(args []string) ([]string, error) {
 	var errs []error
-	if path, src := configPathOf(args); path != "" && !c.noFile && c.fs.Lookup(configFlag) != nil {
+	if path, src := configPathOf(args); path != "" && !c.argsOnly && c.fs.Lookup(configFlag) != nil {
 		f, err := c.loadConfigFile(path)
 		if f == nil {
 			return nil, err
@@ -87,6 +89,9 @@ func (c *command) parse(args []string) ([]string, error) {
 	}
 	defer c.noteDeprecated()
 	c.fs.VisitAll(func(f *flag.Flag) {
+		if c.argsOnly {
+			return
+		}
 		names := append([]string{envName(f.Name)}, c.fallbacks[f.Name]...)
 		for _, n := range names {
 			v, ok := os.LookupEnv(n)
@@ -99,8 +104,11 @@ func (c *command) parse(args []string) ([]string, error) {
 				note(&c.emptyVars, fmt.Sprintf("%s is set but empty: ignored, as if unset (to clear --%s, pass --%s= or remove it from the config file)", n, f.Name, f.Name))
 				continue
 			}
-			if err := c.fs.Set(f.Name, v); err != nil {
+			if err := c.set(f.Name, v); err != nil {
+				// Refused: it set nothing, so it overrides nothing (the file's value stands, and is told
+				// as the file's).
 				errs = append(errs, fmt.Errorf("environment variable %s=%q (--%s): %s", n, v, f.Name, valueProblem(f, err)))
+				break
 			}
 			if from := c.source[f.Name]; c.file != nil && strings.HasPrefix(from, c.file.path+":") {
 				note(&c.overrides, fmt.Sprintf("%s overrides %s (%s) of the config file %s", n, fileKeyOf(f.Name), "--"+f.Name, from))
@@ -282,6 +290,23 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a byte size (examples: 500MiB, 2G, 1048576)", s)
 	}
 	return int64(f * float64(mult)), nil
+}
+
+// set sets a flag from the config file or a variable. A value it refuses leaves the flag as it was:
+// the flag package's numbers, bools and durations are zeroed by a failed Set, and config check, which
+// goes on to tell what the values break together, would also tell what that zero breaks ("scan
+// timeout must be positive, got 0s" beside "clamd.scan_timeout: not a duration").
+func (c *command) set(name, v string) error {
+	fl := c.fs.Lookup(name)
+	if fl == nil {
+		return c.fs.Set(name, v) // its own "no such flag"
+	}
+	was := fl.Value.String() // every value's String is its Set's text (secrets are plain strings)
+	err := c.fs.Set(name, v)
+	if err != nil {
+		_ = fl.Value.Set(was)
+	}
+	return err
 }
 
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, usage string) {

@@ -245,6 +245,14 @@ func (s *Store) copy(ctx context.Context, info objstore.Info, src minio.CopySrcO
 		return fmt.Errorf("copying: %w", err)
 	}
 	dst := minio.CopyDestOptions{Bucket: dstBucket, Object: dstKey}
+	if info.Variant {
+		// A copy is what its source was when Stat saw it: a variant (one the reuse memory hands out
+		// again) keeps the Stat's content type and marker, not whatever the source holds by the time S3
+		// copies it. The If-Match of an unversioned source checks the ETag, the bytes' MD5 alone: the
+		// same bytes written back meanwhile as text/html would pass it, and be served so.
+		dst.ReplaceMetadata = true
+		dst.UserMetadata = map[string]string{"Content-Type": info.ContentType, objstore.VariantHeader: "1"}
+	}
 	var err error
 	if info.Size <= 5<<30 {
 		_, err = s.client.CopyObject(ctx, dst, src)
@@ -252,8 +260,10 @@ func (s *Store) copy(ctx context.Context, info objstore.Info, src minio.CopySrcO
 		// ComposeObject splits into UploadPartCopy requests; its multipart path copies only the
 		// source's x-amz-meta-* metadata, not the content type, so that is set explicitly. (Not
 		// exercised by the tests: it needs an object over 5 GiB.)
-		dst.ReplaceMetadata = true
-		dst.UserMetadata = map[string]string{"Content-Type": info.ContentType}
+		if !dst.ReplaceMetadata {
+			dst.ReplaceMetadata = true
+			dst.UserMetadata = map[string]string{"Content-Type": info.ContentType}
+		}
 		_, err = s.client.ComposeObject(ctx, dst, src)
 	}
 	if err != nil {
