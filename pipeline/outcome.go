@@ -76,7 +76,24 @@ const (
 // (transform: Metadata, Warnings; upload: Processed, then Success).
 func newResponse(req contracts.Request) contracts.Response {
 	// Recipe is echoed only when the request named one: a seed client's answer stays the seed's.
-	return contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Recipe: req.Recipe}
+	return withSource(contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Recipe: req.Recipe}, req)
+}
+
+// withSource echoes an ingest-made request's source as metadata.source (and nothing for any other
+// request). A job sets the answer's metadata as it goes, replacing it whole, so Process applies this
+// again to what it returns.
+func withSource(r contracts.Response, req contracts.Request) contracts.Response {
+	if req.Source == nil {
+		return r
+	}
+	md := contracts.Metadata{}
+	if r.Metadata != nil {
+		md = *r.Metadata
+	}
+	src := *req.Source
+	md.Source = &src
+	r.Metadata = &md
+	return r
 }
 
 // failureResponse is the API's answer to a request that did not succeed.
