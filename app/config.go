@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/mediaworker/mediaworker/ingest"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/membudget"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
@@ -78,6 +79,9 @@ type Config struct {
 	// hour ago. Reuse bounds the memory.
 	NoReuse bool
 	Reuse   natsjs.ReuseConfig
+
+	// Ingest turns the object store's upload events into requests (package ingest).
+	Ingest ingest.Config
 }
 
 // DefaultMaxMemory is the memory budget's default: with it and the default slots, the worker's peak
@@ -118,6 +122,7 @@ func DefaultConfig() Config {
 		URLSigning:      DefaultURLSigningConfig(),
 		ScanAPI:         DefaultScanAPIConfig(),
 		Reuse:           natsjs.DefaultReuseConfig(),
+		Ingest:          ingest.DefaultConfig(),
 	}
 	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
 	return c
@@ -177,6 +182,10 @@ func (c Config) Validate() error {
 	add("url signing", c.URLSigning.Validate())
 	if !c.NoReuse {
 		add("reuse", c.Reuse.Validate())
+	}
+	add("ingest", c.Ingest.Validate())
+	if c.Ingest.Enabled && c.Storage == StorageS3 && c.Ingest.Subjects == "" && c.Ingest.Stream == "" {
+		errs = append(errs, fmt.Errorf("ingest with S3 storage needs the subjects the S3 server sends its events to (Ingest.Subjects) or a stream holding them (Ingest.Stream)"))
 	}
 	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("the scan API's stall timeout (ScanAPI.StallTimeout) %s must not be negative", c.ScanAPI.StallTimeout))

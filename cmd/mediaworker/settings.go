@@ -84,6 +84,10 @@ var sections = []section{
 	{"reuse", "reuse: repeated uploads answered without rework", []settingKey{
 		{"disabled", "no-reuse"}, {"ttl", "reuse-ttl"}, {"max_bytes", "reuse-max-bytes"},
 	}},
+	{"ingest", "ingest: upload events become requests", []settingKey{
+		{"enabled", "ingest"}, {"routes", "ingest-routes"}, {"subjects", "ingest-subjects"},
+		{"stream", "ingest-stream"}, {"url_template", "ingest-url-template"},
+	}},
 	{"http", "HTTP: console, health, metrics, /objects, /v1/scan", []settingKey{
 		{"addr", "http-addr"}, {"serve_objects", "serve-objects"},
 		{"url_signing_key", "url-signing-key"}, {"url_signing_ttl", "url-signing-ttl"},
