@@ -19,6 +19,10 @@ type Record struct {
 	EventName string // s3:ObjectCreated:Put (the s3: prefix added when AWS leaves it out), PUT for NATS
 	Bucket    string
 	Key       string // unescaped
+	// RawKey is the key as the record wrote it, when that differs from Key. AWS and MinIO escape keys
+	// in their records as a URL query value does; versitygw writes them as they are. Which one a
+	// record means is told by the store (Ingester.resolveKey): the key that exists.
+	RawKey    string
 	VersionID string
 	ETag      string // without its quotes
 	Size      int64
@@ -117,12 +121,12 @@ func parseS3Record(raw json.RawMessage) (Record, error) {
 	if sr.S3.Object.Key == "" {
 		return Record{}, errors.New("no s3.object.key")
 	}
-	// S3 event records escape the key as a URL query value does (AWS: a space is '+'; MinIO the same).
-	key, err := url.QueryUnescape(sr.S3.Object.Key)
-	if err != nil {
-		return Record{}, fmt.Errorf("s3.object.key %q is not URL-escaped: %w", clip(sr.S3.Object.Key), err)
+	// AWS and MinIO escape the key as a URL query value does (a space is '+'); versitygw does not. A
+	// key that is no valid escape is as written; one that is may be either (RawKey).
+	r.Key = sr.S3.Object.Key
+	if key, err := url.QueryUnescape(sr.S3.Object.Key); err == nil && key != r.Key {
+		r.Key, r.RawKey = key, sr.S3.Object.Key
 	}
-	r.Key = key
 	if sr.S3.Object.Size < 0 {
 		return Record{}, fmt.Errorf("s3.object.size is negative (%d)", sr.S3.Object.Size)
 	}

@@ -214,8 +214,35 @@ func (in *Ingester) handle(ctx context.Context, m jetstream.Msg) {
 	_ = m.Ack()
 }
 
+// resolveKey settles which key a record whose key reads two ways means (Record.RawKey): the unescaped
+// one, as AWS and MinIO write records, unless only the key as written exists (versitygw's). An object
+// that is neither (deleted since) keeps the unescaped key: its job answers that it is not found.
+func (in *Ingester) resolveKey(ctx context.Context, r *Record) error {
+	if r.RawKey == "" || in.opts.Store == nil || !r.Created() {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := in.opts.Store.Stat(sctx, r.Bucket, r.Key)
+	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
+		if err != nil {
+			return fmt.Errorf("looking up %s/%s: %w", r.Bucket, r.Key, err)
+		}
+		return nil
+	}
+	if _, err := in.opts.Store.Stat(sctx, r.Bucket, r.RawKey); err == nil {
+		r.Key = r.RawKey
+	} else if !errors.Is(err, objstore.ErrNotFound) {
+		return fmt.Errorf("looking up %s/%s: %w", r.Bucket, r.RawKey, err)
+	}
+	return nil
+}
+
 // record publishes r's request unless it was published before; an error is transient.
 func (in *Ingester) record(ctx context.Context, r Record) error {
+	if err := in.resolveKey(ctx, &r); err != nil {
+		return err
+	}
 	req, v, err := in.mapper.Map(r)
 	if v != Publish {
 		in.counts[v].Add(1)

@@ -17,6 +17,8 @@ go vet ./...
 
 echo "== building MinIO for the tests (cached)" >&2
 go run ./internal/testenv/cmd/minio-build
+echo "== building versitygw for the tests (cached)" >&2
+go run ./internal/testenv/cmd/versitygw-build
 echo "== installing the nats CLI for the README's steps (cached)" >&2
 go run ./internal/testenv/cmd/natscli-build
 
