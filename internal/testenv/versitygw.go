@@ -102,7 +102,6 @@ type VersityGW struct {
 	t       testing.TB
 	bin     string
 	root    string
-	sidecar string
 	logPath string
 	opts    VersityGWOptions
 
@@ -118,10 +117,10 @@ func StartVersityGW(t testing.TB, opts VersityGWOptions) *VersityGW {
 	dir := t.TempDir()
 	g := &VersityGW{
 		Endpoint: FreeAddr(t), AccessKey: "mediaworker", SecretKey: "mediaworker-secret",
-		t: t, bin: VersityGWBinary(t), root: filepath.Join(dir, "root"), sidecar: filepath.Join(dir, "meta"),
+		t: t, bin: VersityGWBinary(t), root: filepath.Join(dir, "root"),
 		logPath: filepath.Join(dir, "versitygw.log"), opts: opts,
 	}
-	for _, d := range []string{g.root, g.sidecar} {
+	for _, d := range []string{g.root} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -159,9 +158,9 @@ func (g *VersityGW) Start() {
 	if g.opts.EventNATSURL != "" {
 		args = append(args, "--event-nats-url", g.opts.EventNATSURL, "--event-nats-topic", g.opts.EventNATSTopic)
 	}
-	// Object metadata (content type, x-amz-meta-*) in a sidecar directory: a temp dir's file system
-	// need not take user xattrs.
-	args = append(args, "posix", "--sidecar", g.sidecar, g.root)
+	// Object metadata (content type, x-amz-meta-*) in user xattrs, versitygw's default (the test
+	// temp dir's ext4 takes them); its sidecar directory keeps an overwritten object's old metadata.
+	args = append(args, "posix", g.root)
 	cmd := exec.Command(g.bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Dir(g.root)}
 	cmd.Stdout, cmd.Stderr = logf, logf
