@@ -207,3 +207,11 @@ func (g *VersityGW) Stop() {
 	<-g.done
 	g.cmd, g.done = nil, nil
 }
+
+// StartS3 starts the S3 server the tests run against: versitygw, maintained and built from the Go
+// module proxy. MinIO (StartMinIO) stays for the tests that prove compatibility with sites that still
+// run it.
+func StartS3(t testing.TB) *VersityGW {
+	t.Helper()
+	return StartVersityGW(t, VersityGWOptions{})
+}
