@@ -168,6 +168,7 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		}); err != nil {
 			return nil, fmt.Errorf("starting ingest: %w", err)
 		}
+		a.metrics.watchIngest(a.ingest.Counts)
 	}
 	return a, nil
 }

@@ -3,6 +3,8 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -33,7 +35,7 @@ func TestIngestNATSObjectPut(t *testing.T) {
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
 	cfg.Ingest = ingest.Config{Enabled: true, Routes: "media/uploads/"}
-	runApp(t, cfg, zerolog.InfoLevel)
+	a := runApp(t, cfg, zerolog.InfoLevel)
 
 	url := "nats://" + listen
 	nc, err := nats.Connect(url)
@@ -131,6 +133,24 @@ func TestIngestNATSObjectPut(t *testing.T) {
 		defer w.mu.Unlock()
 		if len(w.responses) != 3 {
 			return fmt.Errorf("%d uploads answered, want 3", len(w.responses))
+		}
+		return nil
+	})
+	// What /metrics tells of it: three requests, the three repeats, the outsider, and the nine variants
+	// the three jobs wrote into the watched prefix (three WebPs each), guarded.
+	want := map[string]string{"published": "3", "duplicate": "3", "unwatched": "1", "guarded": "9", "malformed": "0", "ignored": "0"}
+	testenv.Eventually(t, time.Minute, func() error {
+		resp, err := http.Get("http://" + a.HTTPAddr() + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for outcome, n := range want {
+			line := `mediaworker_ingest_events_total{outcome="` + outcome + `"} ` + n + "\n"
+			if !strings.Contains(string(body), line) {
+				return fmt.Errorf("/metrics has no %q", strings.TrimSpace(line))
+			}
 		}
 		return nil
 	})
