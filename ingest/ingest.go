@@ -116,7 +116,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config, opts Options) 
 		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: name, Description: "S3 event notifications mediaworker turns into optimize requests",
 			Subjects: subjects, Storage: jetstream.FileStorage, Replicas: opts.Replicas,
-			MaxAge: opts.Remember, Discard: jetstream.DiscardOld,
+			// An event is done once its request is published (the memory bucket remembers it): a work
+			// queue keeps only the waiting ones. One not taken within Remember is dropped.
+			Retention: jetstream.WorkQueuePolicy, MaxAge: opts.Remember, Discard: jetstream.DiscardOld,
 		}); err != nil {
 			return nil, fmt.Errorf("creating the ingest stream %s on %s: %w", name, strings.Join(subjects, ", "), err)
 		}
