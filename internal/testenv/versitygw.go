@@ -91,6 +91,8 @@ type VersityGWOptions struct {
 	// EventNATSURL and EventNATSTopic, when set, make versitygw publish an S3 event notification on
 	// the topic for every object operation.
 	EventNATSURL, EventNATSTopic string
+	// Versioning lets buckets version their objects (posix --versioning-dir).
+	Versioning bool
 }
 
 // VersityGW is a versitygw process on loopback serving a posix directory of a test temp dir.
@@ -120,7 +122,7 @@ func StartVersityGW(t testing.TB, opts VersityGWOptions) *VersityGW {
 		t: t, bin: VersityGWBinary(t), root: filepath.Join(dir, "root"),
 		logPath: filepath.Join(dir, "versitygw.log"), opts: opts,
 	}
-	for _, d := range []string{g.root} {
+	for _, d := range []string{g.root, filepath.Join(dir, "versions")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +162,11 @@ func (g *VersityGW) Start() {
 	}
 	// Object metadata (content type, x-amz-meta-*) in user xattrs, versitygw's default (the test
 	// temp dir's ext4 takes them); its sidecar directory keeps an overwritten object's old metadata.
-	args = append(args, "posix", g.root)
+	args = append(args, "posix")
+	if g.opts.Versioning {
+		args = append(args, "--versioning-dir", filepath.Join(filepath.Dir(g.root), "versions"))
+	}
+	args = append(args, g.root)
 	cmd := exec.Command(g.bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Dir(g.root)}
 	cmd.Stdout, cmd.Stderr = logf, logf
