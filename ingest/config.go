@@ -48,21 +48,21 @@ func (c Config) Validate() error {
 	}
 	var errs []error
 	if strings.TrimSpace(c.Routes) == "" {
-		errs = append(errs, errors.New("ingest routes (Config.Routes) is empty: name the bucket and prefix whose uploads start a job, e.g. media/uploads/"))
+		errs = append(errs, errors.New("routes (Config.Routes) is empty: name the bucket and prefix whose uploads start a job, e.g. media/uploads/"))
 	} else if _, err := ParseRoutes(c.Routes); err != nil {
-		errs = append(errs, fmt.Errorf("ingest routes (Config.Routes): %w", err))
+		errs = append(errs, fmt.Errorf("routes (Config.Routes): %w", err))
 	}
 	if c.URLTemplate != "" {
 		if err := checkTemplate(c.URLTemplate); err != nil {
-			errs = append(errs, fmt.Errorf("ingest url template (Config.URLTemplate): %w", err))
+			errs = append(errs, fmt.Errorf("url template (Config.URLTemplate): %w", err))
 		}
 	}
 	if c.Stream != "" && strings.ContainsAny(c.Stream, ".*> \t") {
-		errs = append(errs, fmt.Errorf("ingest stream (Config.Stream) %q is not a stream name (no '.', '*', '>' or spaces)", c.Stream))
+		errs = append(errs, fmt.Errorf("stream (Config.Stream) %q is not a stream name (no '.', '*', '>' or spaces)", c.Stream))
 	}
 	for _, s := range splitList(c.Subjects) {
 		if strings.ContainsAny(s, " \t") || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
-			errs = append(errs, fmt.Errorf("ingest subject (Config.Subjects) %q is not a NATS subject", s))
+			errs = append(errs, fmt.Errorf("subject (Config.Subjects) %q is not a NATS subject", s))
 		}
 	}
 	return errors.Join(errs...)
