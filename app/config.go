@@ -184,6 +184,17 @@ func (c Config) Validate() error {
 		add("reuse", c.Reuse.Validate())
 	}
 	add("ingest", c.Ingest.Validate())
+	if c.Ingest.Enabled {
+		routes, _ := ingest.ParseRoutes(c.Ingest.Routes) // Validate told what is wrong with them
+		for _, r := range routes {
+			if q := c.Pipeline.QuarantineBucket; q != "" && r.Bucket == q {
+				errs = append(errs, fmt.Errorf("ingest routes (Ingest.Routes): %q watches the quarantine bucket (Pipeline.QuarantineBucket): infected uploads moved there would be jobs again", r))
+			}
+			if _, ok := c.Pipeline.Recipes[r.Recipe]; r.Recipe != "" && !ok {
+				errs = append(errs, fmt.Errorf("ingest routes (Ingest.Routes): %q names the recipe %q, which the config file's recipes do not define: every upload it watches would be refused", r, r.Recipe))
+			}
+		}
+	}
 	if c.Ingest.Enabled && c.Storage == StorageS3 && c.Ingest.Subjects == "" && c.Ingest.Stream == "" {
 		errs = append(errs, fmt.Errorf("ingest with S3 storage needs the subjects the S3 server sends its events to (Ingest.Subjects) or a stream holding them (Ingest.Stream)"))
 	}

@@ -155,3 +155,19 @@ func TestIngestNATSObjectPut(t *testing.T) {
 		return nil
 	})
 }
+
+// Ingest settings that could only go wrong later are refused at start, each named: a route on the
+// quarantine bucket (a loop), a recipe no config defines (every upload refused), S3 without events.
+func TestIngestConfigRefusals(t *testing.T) {
+	cfg := app.DefaultConfig()
+	cfg.Pipeline.QuarantineBucket = "quarantine"
+	cfg.Ingest = ingest.Config{Enabled: true, Routes: "media/u=avatar,quarantine"}
+	cfg.Storage = app.StorageS3
+	cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = "127.0.0.1:9", "a", "b"
+	err := cfg.Validate()
+	for _, want := range []string{`names the recipe "avatar"`, `"quarantine/" watches the quarantine bucket`, "needs the subjects the S3 server sends its events to"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v; want it to say %q", err, want)
+		}
+	}
+}
