@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,19 +128,28 @@ func TestIngestNATSObjectPut(t *testing.T) {
 	if !r2.Success {
 		t.Fatalf("second upload: %+v", r2)
 	}
+	// A failure names its upload too (the schema check of every answer is listen's).
+	notes := filepath.Join(media, "notes.txt")
+	if err := os.WriteFile(notes, []byte("not a picture"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	put("uploads/u3/notes.jpg", notes)
+	if r := answered(3, "uploads/u3/notes.jpg"); r.Success || r.Error == "" {
+		t.Fatalf("a text file: %+v", r)
+	}
 	// A new version of the same key is a new request.
 	put("uploads/u1/photo.jpg", testenv.MakeJPEG(t, media, 800, 600))
 	testenv.Eventually(t, 2*time.Minute, func() error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if len(w.responses) != 3 {
-			return fmt.Errorf("%d uploads answered, want 3", len(w.responses))
+		if len(w.responses) != 4 {
+			return fmt.Errorf("%d uploads answered, want 4", len(w.responses))
 		}
 		return nil
 	})
-	// What /metrics tells of it: three requests, the three repeats, the outsider, and the nine variants
+	// What /metrics tells of it: four requests, the three repeats, the outsider, and the nine variants
 	// the three jobs wrote into the watched prefix (three WebPs each), guarded.
-	want := map[string]string{"published": "3", "duplicate": "3", "unwatched": "1", "guarded": "9", "malformed": "0", "ignored": "0"}
+	want := map[string]string{"published": "4", "duplicate": "3", "unwatched": "1", "guarded": "9", "malformed": "0", "ignored": "0"}
 	testenv.Eventually(t, time.Minute, func() error {
 		resp, err := http.Get("http://" + a.HTTPAddr() + "/metrics")
 		if err != nil {
