@@ -1,5 +1,5 @@
 # Convenience targets; the README's two commands are scripts/run.sh and scripts/test.sh.
-.PHONY: run test build lint fuzz short bench faults faults-long faults-stranded faults-busy faults-lanefull
+.PHONY: run test build lint fuzz short bench faults faults-long faults-stranded faults-busy faults-lanefull faults-fresh-cluster
 
 build:
 	go build -o bin/mediaworker ./cmd/mediaworker
@@ -57,3 +57,9 @@ faults-busy:
 # that met the full lane routed past the cap (about 5 minutes; CI runs the same test for 60 s, about 65 s).
 faults-lanefull:
 	MW_FAULTS_LANE_FULL_LONG=1 go test -count=1 -timeout 15m -v -run '^TestFullLaneHoldsUpNoOtherLane$$' ./faults/
+
+# Issue 31 item 10: two and then three workers started together on a fresh 3-node cluster (R3, MinIO),
+# 50 photos each answered exactly once, ten rounds of each shape (the default run has one of each).
+# About 2.5 minutes.
+faults-fresh-cluster:
+	MW_FAULTS_FRESH_CLUSTER_ROUNDS=10 go test -count=1 -timeout 30m -v -run '^TestWorkersStartingTogetherOnAFreshCluster$$' ./faults/

@@ -23,6 +23,7 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/transcoder"
+	"github.com/mediaworker/mediaworker/webhooks"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +47,7 @@ type App struct {
 	worker   *natsjs.Worker
 	ingest   *ingest.Ingester // nil: ingest off
 	metrics  *metrics
+	webhooks *webhooks.Dispatcher // nil: no endpoints
 	http     *http.Server
 	httpLn   net.Listener
 	tmpLock  *os.File
@@ -79,6 +81,12 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 	if cfg.Provision {
 		if err := natsjs.Provision(ctx, a.js, cfg.Streams); err != nil {
 			return nil, fmt.Errorf("provisioning streams: %w", err)
+		}
+		if !cfg.NoReuse {
+			// Here, once, rather than by the first jobs of every instance at the same moment.
+			if err := natsjs.ProvisionReuse(ctx, a.js, cfg.Streams, cfg.Reuse); err != nil {
+				return nil, fmt.Errorf("provisioning the reuse memory: %w", err)
+			}
 		}
 	} else if err := natsjs.CheckOwnership(ctx, a.js, cfg.Streams); err != nil {
 		return nil, fmt.Errorf("checking the streams: %w", err)
@@ -127,18 +135,15 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		return nil, err
 	}
 	a.deps = deps
-	var (
-		reuse      pipeline.Reuse
-		sigVersion pipeline.SignatureVersion
-	)
+	var reuse pipeline.Reuse
 	if !cfg.NoReuse {
-		reuse, sigVersion = natsjs.NewReuseMemory(a.js, cfg.Streams, cfg.Reuse), signatureVersion(a.scanner)
+		reuse = natsjs.NewReuseMemory(a.js, cfg.Streams, cfg.Reuse)
 		cfg.Pipeline.ReuseFingerprint = reuseFingerprint(cfg)
 	}
 	pdeps := pipeline.Deps{
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
-		SignURL: a.signURL(), Reuse: reuse, SignatureVersion: sigVersion,
+		SignURL: a.signURL(), Reuse: reuse,
 	}
 	if cfg.MaxMemory > 0 {
 		// One budget for both lanes: an image decoded in this process and ffmpeg beside it take from
@@ -169,6 +174,9 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 			return nil, fmt.Errorf("starting ingest: %w", err)
 		}
 		a.metrics.watchIngest(a.ingest.Counts)
+	}
+	if err := a.startWebhooks(ctx); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/transcoder"
+	"github.com/mediaworker/mediaworker/webhooks"
 )
 
 // Storage backends.
@@ -75,13 +76,17 @@ type Config struct {
 	URLSigning   URLSigningConfig
 	ScanAPI      ScanAPIConfig
 
-	// NoReuse turns the reuse memory off: every upload is scanned and transformed, even bytes seen an
-	// hour ago. Reuse bounds the memory.
+	// NoReuse turns the reuse memory off: every upload is transformed, even bytes seen an hour ago
+	// (every upload is scanned either way). Reuse bounds the memory; Pipeline.ReuseAcrossBuckets says
+	// whether it is shared across buckets.
 	NoReuse bool
 	Reuse   natsjs.ReuseConfig
 
 	// Ingest turns the object store's upload events into requests (package ingest).
 	Ingest ingest.Config
+
+	// Webhooks are the HTTP endpoints answers and virus events are delivered to (none by default).
+	Webhooks webhooks.Config
 }
 
 // DefaultMaxMemory is the memory budget's default: with it and the default slots, the worker's peak
@@ -180,6 +185,7 @@ func (c Config) Validate() error {
 			c.Pipeline.MaxTransformTime, c.Videos.MaxCPUTime))
 	}
 	add("url signing", c.URLSigning.Validate())
+	add("webhooks", c.Webhooks.Validate())
 	if !c.NoReuse {
 		add("reuse", c.Reuse.Validate())
 	}

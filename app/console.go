@@ -123,6 +123,7 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 			Reason: "no consumer on the request streams: start with streams.provision on, or run `mediaworker streams apply`"})
 	}
 	snap.Dependencies = append(snap.Dependencies, deps[1:]...)
+	snap.Dependencies = append(snap.Dependencies, webhookDeps(a.webhooks)...)
 	snap.Queues, snap.RecentDead, snap.DeadLetters = queues, dead, deadCount
 
 	if a.worker != nil {

@@ -103,7 +103,13 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 // bucket, and listeners recording every response and virus event.
 func (w *world) observe(srv *server.Server) {
 	w.t.Helper()
-	w.nc = testenv.Connect(w.t, srv)
+	w.observeConn(testenv.Connect(w.t, srv))
+}
+
+// observeConn is observe over a connection of the test's own (to a worker's embedded server, say).
+func (w *world) observeConn(nc *nats.Conn) {
+	w.t.Helper()
+	w.nc = nc
 	var err error
 	if w.js, err = jetstream.New(w.nc); err != nil {
 		w.t.Fatal(err)

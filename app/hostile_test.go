@@ -51,10 +51,12 @@ const (
 
 // workerSettings is what the test passes to the worker process.
 type workerSettings struct {
-	NATSURL       string
+	NATSURL       string // "": the embedded server, on NATSListen with its store in DataDir
+	NATSListen    string
+	DataDir       string
 	ClamdAddr     string
 	TmpDir        string
-	MaxInputBytes int64
+	MaxInputBytes int64 // 0: the default
 }
 
 // workerReport is the worker process's answer to "check".
@@ -372,7 +374,7 @@ func (wp *workerProcess) receive(t *testing.T, out any) {
 // TestHostileWorkerProcess is TestHostileUploads' worker. Run directly (without hostileWorkerEnv) it
 // does nothing. It runs app.New and Run exactly as `mediaworker run` does, then answers commands on
 // stdin: "baseline" records its goroutines and descriptors, "check" compares them and reports its peak
-// RSS. When stdin ends it drains and exits.
+// RSS, "peak" reports the peak RSS alone. When stdin ends it drains and exits.
 func TestHostileWorkerProcess(t *testing.T) {
 	raw := os.Getenv(hostileWorkerEnv)
 	if raw == "" {
@@ -393,10 +395,15 @@ func TestHostileWorkerProcess(t *testing.T) {
 	}
 	cfg := app.DefaultConfig()
 	cfg.NATS.URL = s.NATSURL
+	if s.NATSURL == "" {
+		cfg.NATS.Embedded.Listen, cfg.NATS.Embedded.DataDir = s.NATSListen, s.DataDir
+	}
 	cfg.Storage = app.StorageNATS
 	cfg.Scanner.Addr = s.ClamdAddr
 	cfg.Pipeline.TmpDir = s.TmpDir
-	cfg.Pipeline.MaxInputBytes = s.MaxInputBytes
+	if s.MaxInputBytes > 0 {
+		cfg.Pipeline.MaxInputBytes = s.MaxInputBytes
+	}
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
 	cfg.Worker.BackoffBase = 200 * time.Millisecond
@@ -423,6 +430,8 @@ func TestHostileWorkerProcess(t *testing.T) {
 			baseline = goleak.IgnoreCurrent()
 			fdsBefore = openFDs()
 			say(true, nil)
+		case "peak":
+			say(vmHWMKiB(), nil)
 		case "check":
 			rep := workerReport{FDsBefore: fdsBefore}
 			// The pull loop always has one fetch waiting for messages; each is a new goroutine that

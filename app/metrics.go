@@ -185,3 +185,12 @@ func (m *metrics) Published(subject string, d time.Duration) {
 func (m *metrics) PublishFailed(subject string) {
 	m.publishFailure.WithLabelValues(subject).Inc()
 }
+
+// newWebhookDeliveries counts webhook attempts; app/webhooks.go registers it when endpoints are
+// configured.
+func newWebhookDeliveries() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mediaworker_webhook_deliveries_total",
+		Help: "Webhook delivery attempts by endpoint and result (delivered, retry, dead_lettered, disabled, skipped, dropped).",
+	}, []string{"endpoint", "result"})
+}

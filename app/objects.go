@@ -75,9 +75,12 @@ func (a *App) handleObject(w http.ResponseWriter, r *http.Request) {
 	// Outputs are rewritten only by a retry of the same request, with the same content: size and write
 	// time identify a version.
 	h.Set("ETag", fmt.Sprintf(`"%x-%x"`, info.Size, info.ModTime.UnixNano()))
-	spans, honour := boundRanges(r.Header.Get("Range"), info.Size)
-	if !honour {
-		r = withoutRange(r) // see maxRanges
+	spans, header, honour := boundRanges(r.Header.Get("Range"), info.Size)
+	switch {
+	case !honour:
+		r = withRange(r, "") // see maxRanges
+	case header != r.Header.Get("Range"):
+		r = withRange(r, header)
 	}
 	rs := newObjectReader(r.Context(), a.store, info, spans)
 	defer rs.Close()

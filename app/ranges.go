@@ -27,14 +27,25 @@ type byteRange struct{ start, length int64 }
 // boundRanges checks a request's Range header for an object of size bytes. It returns honour == false
 // when the header must be dropped (too many ranges, or overlapping ones). Otherwise spans gives the
 // length of each range by its start (nil without ranges), so the object reader fetches each exactly; a
-// header it cannot parse is left for ServeContent, which answers it with 416 without reading.
-func boundRanges(header string, size int64) (spans map[int64]int64, honour bool) {
-	ranges, ok := parseRanges(header, size)
+// header it cannot parse is left for ServeContent, which answers it with 416 without reading. header is
+// the Range header ServeContent is to answer: the request's own, or, when it held suffix ranges of
+// length 0 ("bytes=-0", see parseRanges), the ranges left without them, or when none is left one that
+// starts at the object's end, which ServeContent answers 416 (Content-Range: bytes */size) after its
+// conditional checks (If-Range, If-None-Match), as for any range past the end.
+func boundRanges(in string, size int64) (spans map[int64]int64, header string, honour bool) {
+	ranges, ok, zeroSuffix := parseRanges(in, size)
+	header = in
+	switch {
+	case zeroSuffix && ok:
+		header = rangesHeader(ranges)
+	case zeroSuffix:
+		header = "bytes=" + strconv.FormatInt(size, 10) + "-"
+	}
 	if !ok {
-		return nil, true
+		return nil, header, true
 	}
 	if len(ranges) > maxRanges {
-		return nil, false
+		return nil, header, false
 	}
 	// Overlapping ranges ask for the same bytes twice: no player or cache does that, and serving them
 	// would send more than the object (net/http answers such a request in full only once the ranges
@@ -45,20 +56,34 @@ func boundRanges(header string, size int64) (spans map[int64]int64, honour bool)
 	spans = make(map[int64]int64, len(ranges))
 	for i, r := range sorted {
 		if i > 0 && r.start < sorted[i-1].start+sorted[i-1].length {
-			return nil, false
+			return nil, header, false
 		}
 		spans[r.start] = r.length
 	}
-	return spans, true
+	return spans, header, true
+}
+
+// rangesHeader writes ranges, resolved against the object's size, back as a Range header.
+func rangesHeader(ranges []byteRange) string {
+	specs := make([]string, len(ranges))
+	for i, r := range ranges {
+		specs[i] = strconv.FormatInt(r.start, 10) + "-" + strconv.FormatInt(r.start+r.length-1, 10)
+	}
+	return "bytes=" + strings.Join(specs, ",")
 }
 
 // parseRanges parses a Range header as net/http's ServeContent does (RFC 9110 §14.1.2): "bytes=" and
 // comma-separated first-last, first- or -suffix ranges, empty elements skipped, ranges that start at or
 // past the end dropped. ok is false without a header or when ServeContent would refuse it (416).
-func parseRanges(s string, size int64) (ranges []byteRange, ok bool) {
+//
+// Unlike ServeContent, it drops a suffix range of length 0 too, and says so (zeroSuffix): RFC 9110
+// §14.1.1 calls only a suffix range "with a non-zero suffix-length" satisfiable, but net/http 1.26
+// serves "bytes=-0" as a range of no bytes at the object's end, a 206 whose Content-Range is inverted
+// ("bytes 100-99/100"), which a client cannot read. Without other ranges such a header is a 416.
+func parseRanges(s string, size int64) (ranges []byteRange, ok, zeroSuffix bool) {
 	spec, found := strings.CutPrefix(s, "bytes=")
 	if s == "" || !found {
-		return nil, false
+		return nil, false, false
 	}
 	for ra := range strings.SplitSeq(spec, ",") {
 		ra = strings.TrimSpace(ra)
@@ -67,25 +92,29 @@ func parseRanges(s string, size int64) (ranges []byteRange, ok bool) {
 		}
 		first, last, found := strings.Cut(ra, "-")
 		if !found {
-			return nil, false
+			return nil, false, false
 		}
 		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
 		var r byteRange
 		if first == "" {
 			// -N: the last N bytes.
 			if last == "" || last[0] == '-' {
-				return nil, false
+				return nil, false, false
 			}
 			n, err := strconv.ParseInt(last, 10, 64)
 			if err != nil || n < 0 {
-				return nil, false
+				return nil, false, false
+			}
+			if n == 0 && size > 0 {
+				zeroSuffix = true
+				continue
 			}
 			n = min(n, size)
 			r = byteRange{start: size - n, length: n}
 		} else {
 			start, err := strconv.ParseInt(first, 10, 64)
 			if err != nil || start < 0 {
-				return nil, false
+				return nil, false, false
 			}
 			if start >= size {
 				continue // no overlap with the object: net/http drops it
@@ -94,19 +123,24 @@ func parseRanges(s string, size int64) (ranges []byteRange, ok bool) {
 			if last != "" {
 				end, err := strconv.ParseInt(last, 10, 64)
 				if err != nil || start > end {
-					return nil, false
+					return nil, false, false
 				}
 				r.length = min(end, size-1) - start + 1
 			}
 		}
 		ranges = append(ranges, r)
 	}
-	return ranges, len(ranges) > 0
+	return ranges, len(ranges) > 0, zeroSuffix
 }
 
-// withoutRange returns r without its Range header: ServeContent then answers the whole object.
-func withoutRange(r *http.Request) *http.Request {
+// withRange returns r with header as its Range header ("": none, and ServeContent answers the whole
+// object).
+func withRange(r *http.Request, header string) *http.Request {
 	r = r.Clone(r.Context())
-	r.Header.Del("Range")
+	if header == "" {
+		r.Header.Del("Range")
+	} else {
+		r.Header.Set("Range", header)
+	}
 	return r
 }

@@ -176,4 +176,18 @@ func TestObjectsRangesAreBounded(t *testing.T) {
 	if resp, _, _ := get("bytes=abc"); resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
 		t.Errorf("bytes=abc: %s, want 416", resp.Status)
 	}
+
+	// Issue 31: a suffix of length 0 is unsatisfiable (RFC 9110 §14.1.1). net/http answered it 206
+	// with an inverted Content-Range ("bytes N-(N-1)/N").
+	for _, rng := range []string{"bytes=-0", "bytes=-0,-0", fmt.Sprintf("bytes=-0,%d-", size)} {
+		resp, body, _ := get(rng)
+		if cr, want := resp.Header.Get("Content-Range"), fmt.Sprintf("bytes */%d", size); resp.StatusCode != http.StatusRequestedRangeNotSatisfiable || cr != want {
+			t.Errorf("%s: %s, Content-Range %q, %d bytes; want 416 with %q", rng, resp.Status, cr, len(body), want)
+		}
+	}
+	// Beside a satisfiable range it is dropped: the other range is served alone.
+	resp, body, _ = get("bytes=-0,0-9")
+	if cr, want := resp.Header.Get("Content-Range"), fmt.Sprintf("bytes 0-9/%d", size); resp.StatusCode != http.StatusPartialContent || cr != want || !bytes.Equal(body, data[:10]) {
+		t.Errorf("bytes=-0,0-9: %s, Content-Range %q, %d bytes; want 206 with %q and the first 10 bytes", resp.Status, cr, len(body), want)
+	}
 }

@@ -91,7 +91,7 @@ type Metadata struct {
 	VideoCodec      string  `json:"videoCodec,omitempty"`
 	AudioCodec      string  `json:"audioCodec,omitempty"`
 	HasAlpha        bool    `json:"hasAlpha,omitempty"`
-	// HDR is "hlg" or "pq" when the source video was HDR (its outputs were tone-mapped to SDR).
+	// HDR is "hlg" or "pq" when the source (a video, or a HEIC/AVIF still) was HDR (its outputs were tone-mapped to SDR).
 	HDR string `json:"hdr,omitempty"`
 
 	// The asset's facts (a video's from its poster frame): what a UI shows before the media loads,
@@ -122,6 +122,11 @@ type VirusEvent struct {
 	DetectedAt  string `json:"detectedAt"`
 	ActionTaken string `json:"actionTaken"`
 }
+
+// HeaderBucket on a published response names the bucket of the request it answers (the seed response
+// body does not), so a reader that serves one tenant, such as a webhook endpoint limited to certain
+// buckets, can tell whose answer it is without reading the request.
+const HeaderBucket = "Mw-Bucket"
 
 // Subjects are the NATS subjects of one application prefix.
 type Subjects struct {

@@ -24,10 +24,23 @@ func TestRequestRecipeField(t *testing.T) {
 		base + `,"recipe":"Avatar"}`:                          "recipe \"Avatar\" must be lowercase",
 		base + `,"recipe":"../x"}`:                            "recipe \"../x\" must be lowercase",
 		base + `,"recipe":"` + strings.Repeat("a", 33) + `"}`: "recipe is 33 bytes",
+		// Issue 31: each was echoed in the refusal's answer, which then failed response.schema.json.
+		base + `,"recipe":"../card"}`:                   "recipe \"../card\" must be lowercase",
+		base + `,"recipe":"card\u0000"}`:                "recipe \"card\\x00\" must be lowercase",
+		base + `,"recipe":"<script>alert(1)</script>"}`: "recipe \"<script>alert(1)</script>\" must be lowercase",
+		// A recipe that passed is still echoed when another field is refused.
+		strings.Replace(base, `"media"`, `"MEDIA"`, 1) + `,"recipe":"card"}`: "s3Bucket",
 	} {
-		_, err := ParseRequest([]byte(doc))
-		if err == nil || !strings.Contains(err.Error(), want) || !Correlatable(err) {
+		// refusal checks the answer built from the refusal against the response schema.
+		req, pe := refusal(t, doc)
+		if err := error(pe); !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want an answered refusal containing %q", doc, err, want)
+		}
+		if ValidateName(req.Recipe) != nil && req.Recipe != "" {
+			t.Errorf("%s: the refused request keeps recipe %q, which its answer would echo", doc, req.Recipe)
+		}
+		if pe.Field != "recipe" && req.Recipe != "card" {
+			t.Errorf("%s: the refused request lost its valid recipe (%q)", doc, req.Recipe)
 		}
 		if ValidateJSON(SchemaRequest, []byte(doc)) == nil {
 			t.Errorf("schema accepts %s", doc)

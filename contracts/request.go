@@ -146,7 +146,9 @@ func trailing(data []byte, off int64) bool {
 }
 
 // bounded is the request with every field over its limit cleared, so nothing oversized is echoed or
-// logged.
+// logged, and with a recipe that is not a valid name cleared: a refusal's answer echoes the recipe,
+// and response.schema.json allows only a name there ("../card", "card\u0000" or "<script>" would make
+// the only answer the API gets one that fails its schema).
 func (r Request) bounded() Request {
 	for _, f := range []struct {
 		v   *string
@@ -155,6 +157,9 @@ func (r Request) bounded() Request {
 		if len(*f.v) > f.max {
 			*f.v = ""
 		}
+	}
+	if r.Recipe != "" && ValidateName(r.Recipe) != nil {
+		r.Recipe = ""
 	}
 	return r
 }

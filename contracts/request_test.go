@@ -29,7 +29,8 @@ func refusal(t *testing.T, doc string) (Request, *ParseError) {
 	if !errors.As(err, &pe) || !pe.Correlatable {
 		t.Fatalf("got %v, want an answerable refusal", err)
 	}
-	resp := Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Error: err.Error()}
+	// As pipeline.Refused answers it: the recipe too, when the request kept one.
+	resp := Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Recipe: req.Recipe, Error: err.Error()}
 	if err := Validate(SchemaResponse, resp); err != nil {
 		t.Fatalf("the refusal's answer fails the schemas: %v", err)
 	}

@@ -51,6 +51,14 @@ type workerProc struct {
 // the streams by then). The process is killed when the test ends; its log is printed if the test failed.
 func startWorker(t *testing.T, name string, o workerOpts) *workerProc {
 	t.Helper()
+	w := newWorkerProc(t, name, o)
+	w.start()
+	return w
+}
+
+// newWorkerProc is startWorker without the start: launch it (several at once) and waitLive.
+func newWorkerProc(t *testing.T, name string, o workerOpts) *workerProc {
+	t.Helper()
 	if o.tmpDir == "" {
 		o.tmpDir = t.TempDir()
 	}
@@ -72,7 +80,6 @@ func startWorker(t *testing.T, name string, o workerOpts) *workerProc {
 			t.Logf("worker %s log (%s):\n%s", name, w.logPath, testenv.TailLines(b, lines))
 		}
 	})
-	w.start()
 	return w
 }
 

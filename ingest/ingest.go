@@ -160,9 +160,18 @@ func (in *Ingester) Run(ctx context.Context) error {
 		ccs = append(ccs, cc)
 	}
 	<-ctx.Done()
+	// The events taken finish (handle runs without ctx); a connection gone meanwhile must not hold the
+	// worker's shutdown, so the wait is bounded.
 	for _, cc := range ccs {
 		cc.Drain()
-		<-cc.Closed()
+	}
+	deadline := time.After(15 * time.Second)
+	for _, cc := range ccs {
+		select {
+		case <-cc.Closed():
+		case <-deadline:
+			cc.Stop()
+		}
 	}
 	return nil
 }

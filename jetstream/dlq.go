@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mediaworker/mediaworker/webhooks"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -34,6 +35,9 @@ type DLQ struct {
 
 // NewDLQ returns the dead-letter stream of cfg.
 func NewDLQ(js jetstream.JetStream, cfg Config) *DLQ { return &DLQ{cfg: cfg, js: js} }
+
+// ErrNotReplayable means the entry is not a request (a webhook delivery that outlived its retries).
+var ErrNotReplayable = errors.New("not a request")
 
 // ErrNoSuchEntry means the sequence is not (or no longer) in the dead-letter stream.
 var ErrNoSuchEntry = errors.New("no such dead letter")
@@ -99,6 +103,11 @@ func (d *DLQ) Replay(ctx context.Context, seq uint64) error {
 	dl, err := d.Get(ctx, seq)
 	if err != nil {
 		return err
+	}
+	if ep := dl.Header.Get(webhooks.HeaderEndpoint); ep != "" {
+		// Its payload is an answer, not a request: replayed as a request it would be refused as
+		// junk, and the endpoint would still not have it.
+		return fmt.Errorf("%w: dead letter %d is a webhook delivery to endpoint %q, not a request; it cannot be replayed as one (delete it once the receiver has the answer)", ErrNotReplayable, seq, ep)
 	}
 	m := nats.NewMsg(d.cfg.Subjects().Request)
 	m.Data = dl.Payload

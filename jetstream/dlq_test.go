@@ -11,8 +11,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/webhooks"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -235,4 +237,32 @@ func TestGuardedOrphanGivesUpIntoDLQ(t *testing.T) {
 	}
 	r.start()
 	r.checkGuardedDeadLetter(id)
+}
+
+// A webhook delivery that outlived its retries is in the DLQ too, but its payload is an answer: replay
+// refuses it rather than publishing an answer as a request.
+func TestDLQReplayRefusesWebhookEntries(t *testing.T) {
+	js, err := jetstream.New(testenv.Connect(t, testenv.StartNATS(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := natsjs.DefaultConfig()
+	ctx := context.Background()
+	if err := natsjs.Provision(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(cfg.Subjects().DLQ)
+	m.Data = []byte(`{"mediaId":"00000000-0000-4000-8000-000000000000","success":true}`)
+	m.Header.Set(webhooks.HeaderEndpoint, "api")
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := natsjs.NewDLQ(js, cfg)
+	if err := d.Replay(ctx, ack.Sequence); !errors.Is(err, natsjs.ErrNotReplayable) {
+		t.Fatalf("replay of a webhook entry: %v", err)
+	}
+	if _, err := d.Get(ctx, ack.Sequence); err != nil {
+		t.Fatalf("the entry should still be there: %v", err)
+	}
 }

@@ -39,28 +39,34 @@ func (c ReuseConfig) Validate() error {
 // ReuseBucket is the key-value bucket of the reuse memory.
 func (c Config) ReuseBucket() string { return c.streamPrefix() + "_MEDIA_REUSE" }
 
-// ReuseMemory is the pipeline's reuse memory on a JetStream key-value bucket, keyed by the upload's
-// SHA-256, recipe and signature version (pipeline.Reuse).
-type ReuseMemory struct{ kv lazyBucket }
-
-// NewReuseMemory returns the reuse memory of cfg; the bucket is created (or its TTL and size updated
-// to rc) on first use.
-func NewReuseMemory(js jetstream.JetStream, cfg Config, rc ReuseConfig) *ReuseMemory {
-	return &ReuseMemory{kv: lazyBucket{js: js, apply: true, what: "reuse bucket", conf: jetstream.KeyValueConfig{
-		Bucket:      cfg.ReuseBucket(),
-		Description: "what recent uploads became, by SHA-256, recipe and clamd signature version, so repeated bytes are answered without rework",
+// ReuseBucketConfig is the reuse memory's bucket as rc bounds it.
+func (c Config) ReuseBucketConfig(rc ReuseConfig) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      c.ReuseBucket(),
+		Description: "what recent clean uploads became, by SHA-256, recipe and bucket, so repeated bytes are answered without a transform (every upload is still scanned)",
 		TTL:         rc.TTL,
 		MaxBytes:    rc.MaxBytes,
 		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-	}}}
+		Replicas:    c.Replicas,
+	}
 }
 
-func (r *ReuseMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) { return r.kv.open(ctx) }
+// ReuseMemory is the pipeline's reuse memory on a JetStream key-value bucket, keyed by the upload's
+// SHA-256, recipe and bucket (pipeline.Reuse). Each lookup and write is bounded by
+// memoryTimeout; the pipeline answers a failed one the long way.
+type ReuseMemory struct{ kv lazyBucket }
+
+// NewReuseMemory returns the reuse memory of cfg. ProvisionReuse creates the bucket at start, or
+// writes rc's TTL and size to it; should it be missing, the first use creates it with them.
+func NewReuseMemory(js jetstream.JetStream, cfg Config, rc ReuseConfig) *ReuseMemory {
+	return &ReuseMemory{kv: lazyBucket{js: js, what: "reuse bucket", conf: cfg.ReuseBucketConfig(rc)}}
+}
 
 // Lookup returns the entry under key, nil when there is none.
 func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused, error) {
-	kv, err := r.bucket(ctx)
+	ctx, cancel := withMemoryTimeout(ctx)
+	defer cancel()
+	kv, err := r.kv.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +86,9 @@ func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused,
 
 // Remember stores what an upload became under key.
 func (r *ReuseMemory) Remember(ctx context.Context, key string, v pipeline.Reused) error {
-	kv, err := r.bucket(ctx)
+	ctx, cancel := withMemoryTimeout(ctx)
+	defer cancel()
+	kv, err := r.kv.open(ctx)
 	if err != nil {
 		return err
 	}

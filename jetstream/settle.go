@@ -241,6 +241,9 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 		if out.Response.MediaID != "" {
 			m := jsonMsg(subj.Response, out.Response)
 			m.Header.Set(HeaderOutcome, suffix)
+			if d.req.S3Bucket != "" {
+				m.Header.Set(contracts.HeaderBucket, d.req.S3Bucket)
+			}
 			evs = append(evs, event{msg: m, id: w.responseID(d, suffix)})
 		}
 	}

@@ -46,7 +46,10 @@ const (
 	settledFinal  = "final"
 )
 
-// settledMemory is the bucket, opened on first use.
+// settledMemory is the bucket (Provision's), opened on first use. A read is bounded by memoryTimeout:
+// every caller treats a failed one as "not known" in the safe direction (settledBefore runs the job,
+// as it would without the memory; the advisory and rescue paths try again later). Writes keep their
+// callers' bound (PublishTimeout).
 type settledMemory struct {
 	cfg Config
 	kv  lazyBucket
@@ -63,6 +66,8 @@ func (m *settledMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) 
 // recall says how far the request went: "" (not settled), settledRouted, settledPublishing (with the
 // outbox) or settledFinal.
 func (m *settledMemory) recall(ctx context.Context, reqSeq uint64) (string, *outbox, error) {
+	ctx, cancel := withMemoryTimeout(ctx)
+	defer cancel()
 	kv, err := m.bucket(ctx)
 	if err != nil {
 		return "", nil, err

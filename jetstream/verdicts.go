@@ -24,10 +24,12 @@ func (c Config) verdictConfig() jetstream.KeyValueConfig {
 	}
 }
 
-// Verdicts is the pipeline's verdict memory on a JetStream key-value bucket.
+// Verdicts is the pipeline's verdict memory on a JetStream key-value bucket. Each read and write is
+// bounded by memoryTimeout; the pipeline hands a job whose verdict cannot be read or stored back for
+// another delivery (the object is not removed before its verdict is stored).
 type Verdicts struct{ kv lazyBucket }
 
-// NewVerdicts returns the verdict memory of cfg; the bucket is opened on first use.
+// NewVerdicts returns the verdict memory of cfg; the bucket (Provision's) is opened on first use.
 func NewVerdicts(js jetstream.JetStream, cfg Config) *Verdicts {
 	return &Verdicts{kv: lazyBucket{js: js, conf: cfg.verdictConfig(), what: "verdict bucket"}}
 }
@@ -36,6 +38,8 @@ func (v *Verdicts) bucket(ctx context.Context) (jetstream.KeyValue, error) { ret
 
 // Remember stores ev under its mediaId.
 func (v *Verdicts) Remember(ctx context.Context, ev contracts.VirusEvent) error {
+	ctx, cancel := withMemoryTimeout(ctx)
+	defer cancel()
 	kv, err := v.bucket(ctx)
 	if err != nil {
 		return err
@@ -49,6 +53,8 @@ func (v *Verdicts) Remember(ctx context.Context, ev contracts.VirusEvent) error 
 
 // Recall returns the verdict stored for mediaID, or nil.
 func (v *Verdicts) Recall(ctx context.Context, mediaID string) (*contracts.VirusEvent, error) {
+	ctx, cancel := withMemoryTimeout(ctx)
+	defer cancel()
 	kv, err := v.bucket(ctx)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,10 @@ type Info struct {
 	// DownloadStatted passes it on (to its tee and in the Info it returns) only when it reads this very
 	// version, so a reader of those takes the digest from there instead of hashing every byte again.
 	SHA256 []byte
+	// Tag is the store's own name of the stored bytes of this version (tag.go): equal Tags of one key
+	// mean the same bytes (natsobj: "SHA-256=" and the digest its metadata records; s3: the ETag and,
+	// on a versioned bucket, the version ID); "" when the store records none.
+	Tag string
 	// Sys is the backend's own record of the version Stat found (natsobj: its *jetstream.ObjectInfo;
 	// s3: its version ID and ETag), like fs.FileInfo.Sys; nil when it has none. GetStatted passes it
 	// back, so a store that can read that version directly does not look the object up a second time,

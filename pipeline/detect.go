@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/gabriel-vasile/mimetype"
+
+	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 // MediaKind is what a job transforms: an image or a video.
@@ -102,6 +104,9 @@ func detectBytes(head []byte) (mime string, kind MediaKind, refusal string) {
 		return mime, "", refusal
 	}
 	m := mimetype.Detect(head)
+	if mime, kind, refusal, ok := heifImage(head, m); ok {
+		return mime, kind, refusal
+	}
 	if m.Parent() == nil { // mimetype had no idea
 		if sniffTransportStream(head) {
 			return mimeTransportStream, Video, ""
@@ -119,6 +124,44 @@ func detectBytes(head []byte) (mime string, kind MediaKind, refusal string) {
 		return r, "", ""
 	}
 	return m.String(), "", ""
+}
+
+// heifImage names a HEIF or AVIF image by its structure (a meta box whose primary item is a picture,
+// or a low-overhead mini box), not only by its brand: mimetype maps a few major brands (heic, mif1,
+// avif, ...) and calls every other ISO base media file video/mp4, so a HEIF image with another brand
+// (mif2, mif3, MiHE, a converter's own) was probed as a video and refused as "not a supported video".
+// One whose pictures this libheif does not decode (ISO 23001-17 uncompressed, compressed with deflate
+// or brotli, JPEG 2000, the 2025 mini form) is refused here, saying what it is, rather than by the
+// decoder as having "no primary picture"; so is one with a brand libvips does not open. ok is false
+// for anything else: detection goes on as before.
+func heifImage(head []byte, m *mimetype.MIME) (mime string, kind MediaKind, refusal string, ok bool) {
+	if isoBrand(head) == "" {
+		return "", "", "", false
+	}
+	heif, avif, refusal := transcoder.HEIFUnsupported(head)
+	if !heif {
+		return "", "", "", false
+	}
+	mime = "image/heif"
+	if avif {
+		mime = "image/avif"
+	}
+	mapped := false
+	for _, a := range accepted {
+		if a.kind == Image && m.Is(a.mime) {
+			mime, mapped = m.String(), true // the name mimetype gives it, as before
+			break
+		}
+	}
+	switch {
+	case refusal != "":
+		return mime, "", refusal, true
+	case !mapped:
+		// libvips' HEIF loader takes a file by its major brand, from the list mimetype maps (heic,
+		// heix, hevc, mif1, msf1, avif, ...): one with another brand cannot be opened.
+		return mime, "", fmt.Sprintf("HEIF image with an unsupported brand (%q; heic, mif1, avif and the other common brands are supported)", isoBrand(head)), true
+	}
+	return mime, Image, "", true
 }
 
 // sniffTransportStream reports whether head starts with MPEG-TS packets: a 0x47 sync byte every 188

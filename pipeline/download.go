@@ -31,12 +31,6 @@ type scanResult struct {
 // the file before it (a video's probe, which only reads it, starts when the download ends: probe.go).
 func (p *Pipeline) download(ctx context.Context, j *job) error {
 	j.scanned = make(chan scanResult, 1)
-	if p.reuse != nil {
-		// The upload's hash decides whether it is scanned at all (reuse.go): download first, then
-		// recallReuse, then startScan. A miss costs the overlap of the scan with the download.
-		j.scanDeferred = true
-		return p.downloadOnly(ctx, j)
-	}
 	if ips, ok := p.scanner.(InPlaceScanner); ok && ips.ScansInPlace() {
 		return p.downloadThenScan(ctx, j, ips)
 	}
@@ -159,13 +153,6 @@ func isTruncated(err error) bool {
 }
 
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
-	if j.scanDeferred {
-		// Bytes seen before are answered from the reuse memory, without asking clamd (reuse.go).
-		if err := p.recallReuse(ctx, j); err != nil || j.done || j.out.Kind != Success {
-			return err
-		}
-		p.startScan(ctx, j)
-	}
 	// The file is complete: a video's probe runs while clamd finishes (probe.go). Its answer is read
 	// by detect, after a clean verdict, and dropped otherwise.
 	p.startProbe(ctx, j)
@@ -200,13 +187,15 @@ func (p *Pipeline) scan(ctx context.Context, j *job) error {
 		return transient("scanning", err)
 	}
 	if !v.Infected {
+		// Clean by today's signatures: bytes seen before need no transform (reuse.go).
+		p.recallReuse(ctx, j)
 		return nil
 	}
 	return p.infected(ctx, j, v.Signature)
 }
 
 // infected removes (or quarantines) the job's object, which matched signature, and answers it with a
-// virus event: on clamd's verdict, or on the reuse memory's for the same bytes.
+// virus event, on clamd's verdict.
 func (p *Pipeline) infected(ctx context.Context, j *job, signature string) error {
 	ev := contracts.VirusEvent{
 		MediaID: j.req.MediaID, S3Key: j.req.S3Key, S3Bucket: j.req.S3Bucket, MediaURL: j.req.MediaURL,

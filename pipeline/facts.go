@@ -23,6 +23,11 @@ func (j *job) addFacts(f *facts.Facts) {
 	md.FactsAlgorithm = facts.Version
 }
 
+// noFactsWarning is the answer's warning when a success carries no asset facts: the contract
+// promises them on every success, so their absence is said (docs/contract.md, "Asset facts"). A
+// video without a poster has no picture to compute them from; its "no poster" warning says so.
+const noFactsWarning = "no asset facts (thumbhash, dominantColor, palette, phash): they could not be computed from the picture"
+
 // posterFacts computes the facts of a video's poster (a JPEG the transcoder wrote), nil when it
 // cannot.
 func posterFacts(path string) *facts.Facts {

@@ -75,8 +75,14 @@ const (
 // newResponse is a job's answer before anything is known; a successful job fills it in as it goes
 // (transform: Metadata, Warnings; upload: Processed, then Success).
 func newResponse(req contracts.Request) contracts.Response {
-	// Recipe is echoed only when the request named one: a seed client's answer stays the seed's.
-	return withSource(contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Recipe: req.Recipe}, req)
+	// Recipe is echoed only when the request named one: a seed client's answer stays the seed's. And
+	// only a valid name: response.schema.json allows nothing else there (contracts.ParseRequest
+	// already clears an invalid one from a refused request; this holds for every other path too).
+	r := contracts.Response{MediaID: req.MediaID, OriginalURL: req.MediaURL, Recipe: req.Recipe}
+	if r.Recipe != "" && contracts.ValidateName(r.Recipe) != nil {
+		r.Recipe = ""
+	}
+	return withSource(r, req)
 }
 
 // withSource echoes an ingest-made request's source as metadata.source (and nothing for any other

@@ -23,6 +23,7 @@ type output struct {
 	variant                contracts.Variant
 	role, name             string // what the output is (reuse.go's roles), to make its key for another request
 	size                   int64  // once uploaded
+	tag                    string // once uploaded: the store's name of the stored version (objstore.Info.Tag)
 }
 
 func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([]output, error) {
@@ -30,9 +31,12 @@ func (p *Pipeline) transformImage(ctx context.Context, j *job, outDir string) ([
 	if err != nil {
 		return nil, err
 	}
-	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha}
+	j.out.Response.Metadata = &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha, HDR: res.HDR}
 	j.addFacts(res.Facts)
 	j.out.Response.Warnings = append(j.out.Response.Warnings, res.Warnings...)
+	if res.Facts == nil {
+		j.out.Response.Warnings = append(j.out.Response.Warnings, noFactsWarning)
+	}
 	outs := make([]output, 0, len(res.Variants))
 	for _, v := range res.Variants {
 		format, contentType := variantFormat(v.Format)
@@ -60,6 +64,9 @@ func (p *Pipeline) transformVideo(ctx context.Context, j *job, outDir string) ([
 		poster = posterFacts(res.PosterPath)
 		at := res.PosterTimeSeconds
 		j.out.Response.Metadata.PosterTimeSeconds = &at
+		if poster == nil {
+			j.out.Response.Warnings = append(j.out.Response.Warnings, noFactsWarning)
+		}
 	}
 	j.addFacts(poster)
 	outs := []output{{
@@ -110,8 +117,8 @@ func (p *Pipeline) upload(ctx context.Context, j *job) error {
 		if err := ctx.Err(); err != nil {
 			return transientSaid("uploading", jobStopped, fmt.Errorf("job stopped: %w", context.Cause(ctx)))
 		}
-		n, err := p.uploadFile(ctx, j.req.S3Bucket, o)
-		j.outs[i].size = n
+		n, tag, err := p.uploadFile(ctx, j.req.S3Bucket, o)
+		j.outs[i].size, j.outs[i].tag = n, tag
 		if err != nil {
 			err = fmt.Errorf("uploading %s: %w", o.key, err)
 			if objstore.IsPermanent(err) { // the store refuses the output (its bucket gone, a name it will not take)
@@ -134,21 +141,24 @@ func (p *Pipeline) upload(ctx context.Context, j *job) error {
 	return nil
 }
 
-func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int64, error) {
+// uploadFile stores one output and returns its size and the Tag of the version stored (what the
+// reuse memory checks before it hands the output out again; "" when the store cannot tell).
+func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int64, string, error) {
 	f, err := os.Open(o.path)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	// Marked as ours: the HTTP server serves only objects that carry the marker.
-	if err := p.store.Put(objstore.AsVariant(ctx), bucket, o.key, f, st.Size(), o.contentType); err != nil {
-		return 0, err
+	var tag string
+	if err := p.store.Put(objstore.RecordingTag(objstore.AsVariant(ctx), &tag), bucket, o.key, f, st.Size(), o.contentType); err != nil {
+		return 0, "", err
 	}
-	return st.Size(), nil
+	return st.Size(), tag, nil
 }
 
 func (p *Pipeline) url(bucket, key string) string {

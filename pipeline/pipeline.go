@@ -95,6 +95,11 @@ type Config struct {
 	// recipes, video settings): it is part of the reuse memory's key, so outputs made under other
 	// settings are never handed out as this configuration's.
 	ReuseFingerprint string
+	// ReuseAcrossBuckets answers an upload from the same bytes remembered in another bucket (reuse.go).
+	// Off by default: a fast "reused" answer tells the request's tenant that another bucket's tenant
+	// uploaded exactly these bytes within the reuse TTL, and the worker reads a bucket the request never
+	// named. Turn it on only where every bucket belongs to one tenant.
+	ReuseAcrossBuckets bool
 }
 
 // DefaultConfig returns the defaults: 500 MiB inputs, scratch under the OS temp dir with 256 MiB kept
@@ -147,9 +152,8 @@ type Pipeline struct {
 	signURL  func(url, key string) string
 	now      func() time.Time
 
-	reuse      Reuse
-	sigVersion SignatureVersion
-	memory     MemoryBudget
+	reuse  Reuse
+	memory MemoryBudget
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -162,10 +166,9 @@ type Deps struct {
 	Verdicts Verdicts // nil: verdicts are not remembered across deliveries
 	// SignURL, if set, turns a variant's URL into the one the response carries (signed, expiring).
 	SignURL func(url, key string) string
-	// Reuse, with SignatureVersion, answers repeated bytes from what they became before (reuse.go);
-	// nil: every upload is scanned and transformed.
-	Reuse            Reuse
-	SignatureVersion SignatureVersion
+	// Reuse answers repeated clean bytes from what they became before (reuse.go): the scan still
+	// runs, the transform does not; nil: every upload is transformed.
+	Reuse Reuse
 	// Memory, if set, admits each transform by its expected memory (memory.go); nil: slots alone
 	// bound what runs at once.
 	Memory MemoryBudget
@@ -181,7 +184,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
 		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
-		reuse: d.Reuse, sigVersion: d.SignatureVersion, memory: d.Memory}, nil
+		reuse: d.Reuse, memory: d.Memory}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -196,23 +199,21 @@ type job struct {
 	recipe   Recipe    // the outputs the request asks for
 	hash     hash.Hash // the upload's SHA-256 as it is downloaded
 	sha256   string    // its hex digest, once downloaded
-	// scanDeferred: the download did not stream to clamd; the scan step decides (reuse.go).
-	scanDeferred bool
-	reuseKey     string    // the reuse memory's key of this upload, "" when reuse does not apply
-	reused       bool      // answered from the reuse memory
-	done         bool      // answered before the last step (reused): the steps after are skipped
-	dir          string    // scratch dir, removed at the end
-	input        string    // dir/input
-	head         *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
-	info         objstore.Info
-	mime         string
-	kind         MediaKind
-	probe        *transcoder.VideoProbe // a video's description, from detection
-	probing      *pendingProbe          // a video's probe, started beside the scan (probe.go)
-	scanned      chan scanResult        // clamd's verdict on the downloaded bytes
-	outs         []output               // files the transform made, uploaded by the next step
-	memory       func()                 // gives back the memory admit took (memory.go)
-	out          Outcome
+	reuseKey string    // the reuse memory's key of this upload, "" when reuse does not apply
+	reused   bool      // answered from the reuse memory
+	done     bool      // answered before the last step (reused): the steps after are skipped
+	dir      string    // scratch dir, removed at the end
+	input    string    // dir/input
+	head     *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
+	info     objstore.Info
+	mime     string
+	kind     MediaKind
+	probe    *transcoder.VideoProbe // a video's description, from detection
+	probing  *pendingProbe          // a video's probe, started beside the scan (probe.go)
+	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
+	outs     []output               // files the transform made, uploaded by the next step
+	memory   func()                 // gives back the memory admit took (memory.go)
+	out      Outcome
 }
 
 // step is one stage of a job. Returning a non-nil error ends the job; setting j.out.Kind (Infected,
@@ -467,7 +468,7 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		return nil
 	}
 	if kind != Video {
-		return nil
+		return p.checkMetadata(j)
 	}
 	// The probe's duration is what the encode's CPU budget follows (transcoder's cpuBudget).
 	probe, err := p.probeVideo(ctx, j)

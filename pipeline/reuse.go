@@ -4,45 +4,56 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/objstore"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Repeated bytes, no rework. A site receives the same bytes again and again (forwarded memes,
 // re-uploads, retried uploads under a new key). What an upload became is remembered under its SHA-256,
-// the recipe (with a fingerprint of the settings that shape its outputs) and clamd's signature version;
-// a later upload of the same bytes for the same recipe, while clamd runs the same signatures, is
-// answered from that memory: its variants are copied to the new request's keys, nothing is scanned or
-// transformed, and the answer says "reused". New signatures mean a new scan; an upload remembered as
-// infected is answered as infected, and the new object is removed as the first was.
+// the recipe (with a fingerprint of the settings that shape its outputs) and its bucket; a later upload
+// of the same bytes for the same recipe in the same bucket is scanned like every upload, and when clamd
+// finds it clean its variants are copied to the new request's keys instead of being made again, and the
+// answer says "reused". What reuse promises (SECURITY.md, "Requests and neighbours"; docs/contract.md):
+//
+//   - The scan is never skipped: clamd sees every upload's bytes, during the download as without reuse,
+//     so a signature added since (a daily update, a site's own .hdb/.ndb, a reload) decides the repeat
+//     as it would decide a first upload. Only the transform is skipped.
+//   - A remembered output is handed out only while the stored object is provably the one the worker
+//     wrote: its store's Tag (natsobj: its SHA-256 digest; s3: its ETag and version ID) is the one the
+//     worker's Put recorded, and the copy is of that version (objstore.CopyStatted). Bytes of the same
+//     size written over it since (another request under the same keys) are never handed out.
+//   - Reuse stays in the request's bucket: another bucket's uploads are never answered from, or read
+//     for, this one (a fast "reused" answer would tell one tenant that another uploaded these exact
+//     bytes). Sharing across buckets is an explicit setting (Config.ReuseAcrossBuckets).
+//   - A remembered output that cannot be looked up, read or copied (gone, replaced, a store that refuses
+//     this worker: 403) costs the rework, never the answer: the job is done as if never seen.
 
-// Reuse is the memory of recent outcomes, by ReuseKey.
+// Reuse is the memory of recent outcomes, by reuseKey.
 type Reuse interface {
 	// Lookup returns the entry stored under key, nil when there is none.
 	Lookup(ctx context.Context, key string) (*Reused, error)
 	Remember(ctx context.Context, key string, r Reused) error
 }
 
-// SignatureVersion reports the version of the virus signatures clamd scans with now, as a key part
-// (no '.'); it is asked for each reuse lookup, so a reload is seen by the next upload.
-type SignatureVersion func(ctx context.Context) (string, error)
-
 // Reused is what one upload became.
 type Reused struct {
-	// Virus is the signature an infected upload matched; then nothing else is set.
-	Virus string `json:"virus,omitempty"`
-	// Bucket holds the outputs (an API may keep uploads in several buckets).
+	// Bucket holds the outputs (the request's own bucket unless reuse is shared across buckets).
 	Bucket   string              `json:"bucket,omitempty"`
 	Outputs  []ReusedOutput      `json:"outputs,omitempty"`
 	Metadata *contracts.Metadata `json:"metadata,omitempty"`
 	Warnings []string            `json:"warnings,omitempty"`
 }
 
-// ReusedOutput is one stored output: where it is, and what it becomes under another request's keys.
+// ReusedOutput is one stored output: where it is, which bytes it holds, and what it becomes under
+// another request's keys.
 type ReusedOutput struct {
-	Key         string            `json:"key"`
+	Key string `json:"key"`
+	// Tag is the store's name of the version the worker stored (objstore.Info.Tag, as its Put
+	// recorded it): the output is handed out only while a Stat finds that same Tag.
+	Tag         string            `json:"tag"`
 	Role        string            `json:"role"` // image, video, poster or hls
 	Name        string            `json:"name"` // image: variant name; hls: the file's name
 	ContentType string            `json:"contentType"`
@@ -80,62 +91,45 @@ func (o ReusedOutput) keyFor(k contracts.OutputKeys) (string, error) {
 	return "", fmt.Errorf("a remembered output has role %q", o.Role)
 }
 
-// reuseKey is the memory's key of the job's upload, "" when reuse is off or clamd cannot tell its
-// signature version (then the upload is scanned as if never seen).
-func (p *Pipeline) reuseKey(ctx context.Context, j *job) string {
-	if p.reuse == nil || p.sigVersion == nil || j.sha256 == "" {
+// sharedScope stands for the bucket in the key of an upload remembered for every bucket: no bucket
+// name has a '_' (contracts.ValidateBucket), so it never meets a bucket's own scope.
+const sharedScope = "_shared"
+
+// reuseKey is the memory's key of the job's upload, "" when reuse is off. The bucket is part of it
+// unless reuse is shared across buckets; the signature version is not: every upload is scanned.
+func (p *Pipeline) reuseKey(j *job) string {
+	if p.reuse == nil || j.sha256 == "" {
 		return ""
 	}
-	v, err := p.sigVersion(ctx)
-	if err != nil || v == "" {
-		return ""
+	scope := j.req.S3Bucket
+	if p.cfg.ReuseAcrossBuckets {
+		scope = sharedScope
 	}
-	return j.sha256 + "." + j.recipe.Name + "-" + p.cfg.ReuseFingerprint + "." + v
+	return j.sha256 + "." + j.recipe.Name + "-" + p.cfg.ReuseFingerprint + "." + scope
 }
 
-// recallReuse answers the job from the memory when its upload was seen before: copies the outputs
-// and fills the answer (j.out, j.done), or, for infected bytes, removes the new object and answers
-// infected. A miss, or outputs that are gone since, leaves the job to be scanned and transformed.
-func (p *Pipeline) recallReuse(ctx context.Context, j *job) error {
-	j.reuseKey = p.reuseKey(ctx, j)
+// recallReuse answers a clean job from the memory when its upload was seen before: copies the
+// remembered outputs to the request's keys and fills the answer (j.out, j.done). Anything short of
+// that (a miss, an entry that cannot be read, an output gone, replaced or unreadable) leaves the job
+// to be transformed; it never fails the job.
+func (p *Pipeline) recallReuse(ctx context.Context, j *job) {
+	j.reuseKey = p.reuseKey(j)
 	if j.reuseKey == "" {
-		return nil
+		return
 	}
 	r, err := p.reuse.Lookup(ctx, j.reuseKey)
 	if err != nil || r == nil {
-		return nil // a memory that cannot be read is no reason to fail: the job is done the long way
+		reuseMissed(ctx, "the memory cannot be read", err)
+		return // a memory that cannot be read is no reason to fail: the job is done the long way
 	}
-	if r.Virus != "" {
-		j.reused = true
-		return p.infected(ctx, j, r.Virus)
+	if len(r.Outputs) == 0 || (!p.cfg.ReuseAcrossBuckets && r.Bucket != j.req.S3Bucket) {
+		reuseMissed(ctx, "the entry is not this bucket's", nil)
+		return
 	}
-	var processed []contracts.Variant
-	for _, o := range r.Outputs {
-		key, err := o.keyFor(j.keys)
-		if err != nil {
-			return nil
-		}
-		// Only what this worker wrote, as it wrote it: an output overwritten since (another writer, a
-		// replaced object without the variant marker, another size) is not handed out as this one's.
-		info, err := p.store.Stat(ctx, r.Bucket, o.Key)
-		if errors.Is(err, objstore.ErrNotFound) || (err == nil && (!info.Variant || info.Size != o.Variant.Size)) {
-			return nil // made again below
-		}
-		if err != nil {
-			return transient("looking up a reused output", err)
-		}
-		if err := objstore.CopyStatted(ctx, p.store, info, j.req.S3Bucket, key); err != nil {
-			if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, objstore.ErrChanged) {
-				return nil // the first upload's outputs were deleted since: make them again
-			}
-			return transient("copying a reused output", err)
-		}
-		if o.Variant.Format == "" {
-			continue
-		}
-		v := o.Variant
-		v.URL = p.url(j.req.S3Bucket, key)
-		processed = append(processed, v)
+	processed, err := p.copyReused(ctx, j, r)
+	if err != nil {
+		reuseMissed(ctx, "a remembered output cannot be handed out", err)
+		return // made again by the next steps, over whatever the copies left at the request's keys
 	}
 	j.reused = true
 	j.done = true
@@ -149,61 +143,74 @@ func (p *Pipeline) recallReuse(ctx context.Context, j *job) error {
 	j.out.Response.Processed = processed
 	j.out.Response.Warnings = append(j.out.Response.Warnings, r.Warnings...)
 	j.out.Response.Success = true
-	return nil
 }
 
-// rememberReuse stores what the job became, for the next upload of the same bytes. A write that
-// fails costs only the next upload's rework.
+// errReplaced says a remembered output's key no longer holds the bytes the worker stored there.
+var errReplaced = errors.New("the remembered output was replaced since")
+
+// copyReused copies every remembered output to the request's keys, each only as the version the
+// worker stored (its Tag) and only that version (CopyStatted); it returns the listed variants.
+func (p *Pipeline) copyReused(ctx context.Context, j *job, r *Reused) ([]contracts.Variant, error) {
+	var processed []contracts.Variant
+	for _, o := range r.Outputs {
+		key, err := o.keyFor(j.keys)
+		if err != nil {
+			return nil, err
+		}
+		info, err := p.store.Stat(ctx, r.Bucket, o.Key)
+		if err != nil {
+			return nil, fmt.Errorf("looking up %s/%s: %w", r.Bucket, o.Key, err)
+		}
+		// Only what this worker wrote, as it wrote it: not an object without the marker, and not
+		// other bytes at the key (the worker itself answering another request under those keys).
+		if !info.Variant || o.Tag == "" || info.Tag != o.Tag {
+			return nil, fmt.Errorf("%s/%s: %w (tag %q, remembered %q)", r.Bucket, o.Key, errReplaced, info.Tag, o.Tag)
+		}
+		if err := objstore.CopyStatted(ctx, p.store, info, j.req.S3Bucket, key); err != nil {
+			return nil, fmt.Errorf("copying %s/%s: %w", r.Bucket, o.Key, err)
+		}
+		if o.Variant.Format == "" {
+			continue
+		}
+		v := o.Variant
+		v.URL = p.url(j.req.S3Bucket, key)
+		processed = append(processed, v)
+	}
+	return processed, nil
+}
+
+// reuseMissed notes on the job's trace why a remembered upload was done again (err nil: a plain miss).
+func reuseMissed(ctx context.Context, why string, err error) {
+	if err == nil {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("reuse missed", trace.WithAttributes(attribute.String("mediaworker.reuse.why", why)))
+	span.RecordError(err)
+}
+
+// rememberReuse stores what a successful job became, for the next upload of the same bytes. A job
+// whose outputs' Tags are not all known is not remembered (they could never be proven). A write
+// that fails costs only the next upload's rework.
 func (p *Pipeline) rememberReuse(ctx context.Context, j *job) {
-	if j.reuseKey == "" || j.reused {
+	if j.reuseKey == "" || j.reused || j.out.Kind != Success || !j.out.Response.Success {
 		return
 	}
-	r := Reused{}
-	switch {
-	case j.out.Kind == Infected && j.out.Virus != nil:
-		r.Virus = j.out.Virus.VirusName
-	case j.out.Kind == Success && j.out.Response.Success:
-		r.Bucket = j.req.S3Bucket
-		for _, o := range j.outs {
-			r.Outputs = append(r.Outputs, ReusedOutput{Key: o.key, Role: o.role, Name: o.name, ContentType: o.contentType,
-				Variant: contracts.Variant{Quality: o.variant.Quality, Format: o.variant.Format, Width: o.variant.Width, Height: o.variant.Height, Size: o.size}})
+	r := Reused{Bucket: j.req.S3Bucket}
+	for _, o := range j.outs {
+		if o.tag == "" {
+			return
 		}
-		if md := j.out.Response.Metadata; md != nil {
-			c := *md
-			c.SHA256, c.Reused, c.Source = "", false, nil // this upload's, not the next one's
-			r.Metadata = &c
-		}
-		r.Warnings = j.out.Response.Warnings
-	default:
-		return
+		r.Outputs = append(r.Outputs, ReusedOutput{Key: o.key, Tag: o.tag, Role: o.role, Name: o.name, ContentType: o.contentType,
+			Variant: contracts.Variant{Quality: o.variant.Quality, Format: o.variant.Format, Width: o.variant.Width, Height: o.variant.Height, Size: o.size}})
 	}
+	if md := j.out.Response.Metadata; md != nil {
+		c := *md
+		c.SHA256, c.Reused, c.Source = "", false, nil // this upload's, not the next one's
+		r.Metadata = &c
+	}
+	r.Warnings = j.out.Response.Warnings
 	_ = p.reuse.Remember(context.WithoutCancel(ctx), j.reuseKey, r)
-}
-
-// startScan hands the downloaded file to clamd, for a job whose download did not stream it (reuse is
-// on: the upload's hash decides first whether it is scanned at all).
-func (p *Pipeline) startScan(ctx context.Context, j *job) {
-	if !j.scanDeferred || j.done || j.out.Kind != Success {
-		return
-	}
-	j.scanDeferred = false
-	if ips, ok := p.scanner.(InPlaceScanner); ok && ips.ScansInPlace() {
-		go func() {
-			v, err := ips.ScanFile(ctx, j.input)
-			j.scanned <- scanResult{v, err}
-		}()
-		return
-	}
-	f, err := os.Open(j.input)
-	if err != nil {
-		j.scanned <- scanResult{err: fmt.Errorf("opening the download to scan it: %w", err)}
-		return
-	}
-	go func() {
-		defer f.Close()
-		v, err := p.scanner.Scan(ctx, f, j.info.Size)
-		j.scanned <- scanResult{v, err}
-	}()
 }
 
 func orString(s, def string) string {

@@ -23,6 +23,9 @@ if $tests; then
   command -v exiftool >/dev/null 2>&1 || need+=(libimage-exiftool-perl)
   # The facts test decodes ThumbHashes with the reference implementation (npm thumbhash).
   command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+  # The HDR still test (transcoder/image_hdr_test.go) writes 10-bit PQ/HLG AVIF and HEIC files.
+  command -v avifenc >/dev/null 2>&1 || need+=(libavif-bin)
+  command -v heif-enc >/dev/null 2>&1 || need+=(libheif-examples)
 fi
 
 if ((${#need[@]})); then

@@ -132,6 +132,9 @@ type ImageResult struct {
 	// copy of the decoded picture; nil if that copy could not be made (they are extras: the variants
 	// do not depend on them).
 	Facts *facts.Facts
+	// HDR names the transfer of an HDR still ("pq" or "hlg": a HEIF or AVIF whose nclx colour
+	// property says so) that was tone-mapped to SDR sRGB; "" for every other image.
+	HDR string
 	// Warnings say what the variants lack that the source had (an animation beyond the budget,
 	// shown as its first frame), for the response's warnings.
 	Warnings []string
@@ -214,7 +217,13 @@ func (im *Images) TransformRecipe(ctx context.Context, srcPath, outDir string, s
 	if im.viaFFmpeg(sn) {
 		return im.transformAnimation(ctx, srcPath, outDir, sn, specs)
 	}
-	return im.transformFile(ctx, srcPath, outDir, sn, specs)
+	res, err := im.transformFile(ctx, srcPath, outDir, sn, specs)
+	if err == nil && sn.Format == "GIF" {
+		if w := gifCutWarning(srcPath); w != "" { // image_gif_cut.go
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
+	return res, err
 }
 
 // transformFile is TransformRecipe on a file libvips reads, sniffed as sn.
@@ -223,6 +232,12 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	if err != nil {
 		if e := im.decoderSizeRefusal(err, sn); e != nil {
 			return ImageResult{}, e
+		}
+		if sn.Format == "HEIF" || sn.Format == "AVIF" {
+			// Detection refuses these from the file's head; a meta box beyond it is read here.
+			if p, ok := readHEIFPrimary(srcPath); ok && p.unsupported() != "" {
+				return ImageResult{}, badInputSaid("reading image header: "+p.unsupported(), err)
+			}
 		}
 		return ImageResult{}, imageInputError("reading image header", srcPath, sn, "", err)
 	}
@@ -255,7 +270,14 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 	decode := decodeBox(specs, res.Width, res.Height)
 	animate, warnings := im.animationPlan(hdr, res.Format, sn, specs, decode, res.Width, res.Height)
 	res.Warnings = append(res.Warnings, warnings...)
-	decoded, err := vips.ThumbnailBox(srcPath, decode.w, decode.h, animate, hdr.HasICC)
+	var decoded *vips.Image
+	if c := hdrStill(srcPath, res.Format, hdr, animate); c != nil {
+		// Tone-mapped to SDR sRGB (image_hdr.go), facts and all: libvips would show its code values as sRGB.
+		decoded, err = vips.ThumbnailToneMapped(srcPath, decode.w, decode.h, c.toneCurve())
+		res.HDR = c.hdr()
+	} else {
+		decoded, err = vips.ThumbnailBox(srcPath, decode.w, decode.h, animate, hdr.HasICC)
+	}
 	releaseHEIF()
 	if err != nil {
 		return ImageResult{}, imageInputError("decoding image", srcPath, sn, hdr.Loader, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mediaworker/mediaworker/facts"
+	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/transcoder"
 )
 
@@ -83,4 +84,29 @@ func abs(x int) int {
 		return -x
 	}
 	return x
+}
+
+// TestImageFactsOfExtremeAspectRatios: issue 31. A 1×65535 or 65535×1 picture (the most PNG and
+// libvips take on a side) got its variants but no facts: the facts' small copy shrank both sides by
+// the long side's factor, and a 1 px side by 655 is 0 px, which libvips refuses. Now the short side
+// stays 1 px and the facts are those of a 1×100 or 100×1 stripe.
+func TestImageFactsOfExtremeAspectRatios(t *testing.T) {
+	im := newImages(t, transcoder.DefaultImageConfig())
+	dir := t.TempDir()
+	for _, wh := range [][2]int{{1, 65535}, {65535, 1}, {2, 30000}} {
+		name := fmt.Sprintf("%dx%d.png", wh[0], wh[1])
+		t.Run(name, func(t *testing.T) {
+			res, err := im.Transform(context.Background(), testenv.MakeStripePNG(t, dir, name, wh[0], wh[1]), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := res.Facts
+			if f == nil {
+				t.Fatal("no facts")
+			}
+			if len(f.PHash) != 16 || f.ThumbHash == "" || f.DominantColor != "#ff0000" || len(f.Palette) != 2 || f.Palette[1] != "#0000ff" {
+				t.Errorf("facts %+v, want a phash, a thumbhash, dominant red and a palette of red and blue", *f)
+			}
+		})
+	}
 }

@@ -44,6 +44,16 @@ func (t *metadataTally) add(n int64) {
 // errStructure ends a walk where the file stops making sense; the decoder has the last word on it.
 var errStructure = errors.New("the file's structure ends here")
 
+// CheckMetadata refuses the image at srcPath, as TransformRecipe would, when it carries more metadata
+// than ImageConfig.MaxMetadataBytes or more segments than maxMetadataSegments; nil for an image within
+// the limits or a file it does not know. It reads structure only, so a caller runs it before anything
+// that opens the image with a decoder, a header read included: libjpeg's header read alone keeps every
+// APPn segment it meets (EstimateMemory's vips.ReadHeader on the 250 MB APP1 JPEG took the worker from
+// 38 MB to 371 MB before the transform refused it).
+func (im *Images) CheckMetadata(srcPath string) error {
+	return im.checkMetadata(srcPath, sniffImage(srcPath))
+}
+
 // checkMetadata refuses an image carrying more metadata than ImageConfig.MaxMetadataBytes, or more
 // metadata segments than maxMetadataSegments, before any decoder reads it.
 func (im *Images) checkMetadata(path string, sn sniffedImage) error {

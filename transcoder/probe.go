@@ -32,6 +32,10 @@ type probed struct {
 // probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
 // whitelist) is bad input; so is one without a video stream.
 func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
+	mc, isMP4 := readMP4Content(path)
+	if mc.protected || (!isMP4 && (matroskaProtected(path) || tsScrambled(path))) {
+		return probed{}, badInput(protectedMsg, nil)
+	}
 	args := []string{
 		"-hide_banner", "-loglevel", "error",
 		"-max_alloc", strconv.Itoa(maxAllocBytes),
@@ -161,8 +165,22 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 		}
 		return probed{}, badInput("the file has no video stream", nil)
 	}
+	if isMP4 && mc.videoTracks > 0 && mc.videoFrames == 0 {
+		// Video tracks without a sample: an init segment alone, or an index written before any frame.
+		return probed{}, badInput(noVideoFramesMsg, nil)
+	}
+	if s := mc.fragmentSeconds; isMP4 && mc.fragmented && s > 0 && math.Abs(p.info.Duration-s) > 1 {
+		// The fragments' timing, not the declared mehd, is what the content holds (mp4_content.go).
+		p.info.Duration = s
+	}
 	return p, nil
 }
+
+// protectedMsg refuses protected (DRM) media: its samples are ciphertext, which decodes as grey.
+const protectedMsg = "the video is encrypted (DRM); it cannot be converted"
+
+// noVideoFramesMsg refuses an MP4 whose video tracks hold no sample: an init segment alone.
+const noVideoFramesMsg = "the file has no video frames (an MP4 init segment without its media segments?)"
 
 // emptyAudio reports an audio stream that holds nothing: its container counts no frames in it, or
 // ffprobe found none of its packets where it looked (the first few seconds), so it knows no sample

@@ -17,7 +17,7 @@ import (
 )
 
 // secretFlags are printed masked by `config`.
-var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true, "nats-password": true, "nats-token": true, "url-signing-key": true}
+var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true, "nats-password": true, "nats-token": true, "url-signing-key": true, "webhook-secret": true, "webhook-ed25519-key": true}
 
 func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check" {
@@ -34,6 +34,9 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	printNotes(c, stderr)
 	printSettings(c, cfg, stdout)
+	for _, e := range cfg.Webhooks.Endpoints { // the file's webhooks.endpoints, secrets masked
+		fmt.Fprintf(stdout, "webhook endpoint: %s\n", e)
+	}
 	cfg.Scanner.MaxStreamBytes = cfg.Pipeline.MaxInputBytes // as run does
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "\nthese settings would not start: %s\n", oneLine(invalidSettings(c, args, bindRunSettings, err)))

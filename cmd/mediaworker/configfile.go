@@ -39,6 +39,8 @@ func (e fileError) Error() string {
 type configFile struct {
 	path    string
 	recipes *yaml.Node // nil: the file has none
+	// webhookEndpoints is webhooks.endpoints (configwebhooks.go), nil when the file has none.
+	webhookEndpoints *yaml.Node
 }
 
 // errAt makes a fileError at node n.
@@ -278,6 +280,10 @@ func (c *command) loadSection(f *configFile, sec section, m *yaml.Node) []error 
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		kn, vn := m.Content[i], m.Content[i+1]
 		dotted := sec.name + "." + kn.Value
+		if sec.name == webhooksSection && kn.Value == webhookEndpointsKey {
+			f.webhookEndpoints = vn // a list, not a flag: decodeWebhookEndpoints reads it
+			continue
+		}
 		k, ok := sec.lookup(kn.Value)
 		if !ok {
 			errs = append(errs, f.errAt(kn, dotted, "%s", unknownKey("key", kn.Value, known)))

@@ -38,6 +38,7 @@ var subcommands = []subcommand{
 	{"submit", "upload files, publish optimize requests, and with --wait print the responses", cmdSubmit},
 	{"streams", "print or apply the stream and consumer definitions", cmdStreams},
 	{"dlq", "list, show, replay or purge dead letters", cmdDLQ},
+	{"webhooks", "send a signed sample to a webhook URL, make a secret, or enable an endpoint disabled by 410", cmdWebhooks},
 	{"config", "print the effective settings of run (secrets masked) and where each came from; `config check FILE` validates a config file", cmdConfig},
 	{"healthcheck", "exit 0 when a running worker reports ready (for container health checks)", cmdHealthcheck},
 	{"version", "print the version", cmdVersion},

@@ -189,9 +189,9 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.Videos.Prlimit, "prlimit", cfg.Videos.Prlimit, "prlimit(1) program that starts ffmpeg/ffprobe under their resource limits")
 	fs.Var(bytesFlag{&cfg.Videos.MaxOutputBytes}, "video-max-output-bytes", "largest encoded MP4; videos that would be larger are refused")
 
-	fs.BoolVar(&cfg.NoReuse, "no-reuse", cfg.NoReuse, "scan and transform every upload, even bytes seen before (by default an upload whose SHA-256, recipe and clamd signature version match a recent one is answered from it: its variants are copied, nothing is scanned or transformed)")
-	durationVar(fs, &cfg.Reuse.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
-	fs.Var(bytesFlag{&cfg.Reuse.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
+	fs.BoolVar(&cfg.NoReuse, "no-reuse", cfg.NoReuse, "transform every upload, even bytes seen before (by default a clean upload whose SHA-256 and recipe match a recent one in its bucket is answered from it: its variants are copied, not made again; every upload is scanned either way)")
+	fs.BoolVar(&cfg.Pipeline.ReuseAcrossBuckets, "reuse-across-buckets", cfg.Pipeline.ReuseAcrossBuckets, "answer an upload from the same bytes remembered in another bucket; then a fast reused answer tells one bucket's tenant that another uploaded exactly these bytes (turn on only where all buckets are one tenant's)")
+	bindReuseBounds(fs, &cfg.Reuse)
 
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "console, health, metrics (and, with --storage nats, /objects) listen address; empty disables")
 	fs.BoolVar(&cfg.ScanAPI.Enabled, "scan-api", cfg.ScanAPI.Enabled, "serve POST /v1/scan: an API streams an upload's bytes and gets clamd's verdict as JSON")
@@ -202,6 +202,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.BoolVar(&cfg.ServeObjects, "serve-objects", cfg.ServeObjects, "with --storage nats, serve variants at /objects/<bucket>/<key> so response URLs work")
 	fs.StringVar(&cfg.URLSigning.Key, "url-signing-key", cfg.URLSigning.Key, "HMAC secret (≥ 32 bytes): /objects serves only signed, expiring URLs, and response URLs are signed")
 	durationVar(fs, &cfg.URLSigning.TTL, "url-signing-ttl", "lifetime of the signed URLs in responses")
+	bindWebhooks(fs, &cfg.Webhooks)
 
 	fs.BoolVar(&cfg.Ingest.Enabled, "ingest", cfg.Ingest.Enabled, "turn the object store's own upload events into requests: an upload into a watched bucket and prefix is answered with no API publishing anything (docs/ingest.md)")
 	fs.StringVar(&cfg.Ingest.Routes, "ingest-routes", cfg.Ingest.Routes, "the uploads that start a job: comma-separated bucket[/prefix][*suffix][=recipe], the first match winning (e.g. media/uploads/)")

@@ -83,6 +83,7 @@ var sections = []section{
 	}},
 	{"reuse", "reuse: repeated uploads answered without rework", []settingKey{
 		{"disabled", "no-reuse"}, {"ttl", "reuse-ttl"}, {"max_bytes", "reuse-max-bytes"},
+		{"share_across_buckets", "reuse-across-buckets"},
 	}},
 	{"ingest", "ingest: upload events become requests", []settingKey{
 		{"enabled", "ingest"}, {"routes", "ingest-routes"}, {"subjects", "ingest-subjects"},
@@ -96,6 +97,11 @@ var sections = []section{
 		{"scan_api_stall_timeout", "scan-api-stall-timeout"},
 	}},
 	{"log", "logging", []settingKey{{"level", "log-level"}, {"format", "log-format"}}},
+	{webhooksSection, "webhooks: answers and virus events to HTTP endpoints (the file's webhooks.endpoints lists several)", []settingKey{
+		{"url", "webhook-url"}, {"secret", "webhook-secret"}, {"ed25519_key", "webhook-ed25519-key"},
+		{"events", "webhook-events"}, {"timeout", "webhook-timeout"}, {"allow_private", "webhook-allow-private"},
+		{"retry_schedule", "webhook-retry-schedule"},
+	}},
 }
 
 // recipesSection is the file's section of output sets (configfile.go reads it); it has no flags.

@@ -155,5 +155,5 @@ func applyRecipes(c *command, cfg *app.Config, stderr io.Writer) bool {
 		return false
 	}
 	cfg.Pipeline.Recipes = recipes
-	return true
+	return applyWebhooks(c, cfg, stderr)
 }

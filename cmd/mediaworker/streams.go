@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,13 +18,14 @@ import (
 
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
-	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | consumer-image | consumer-video |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them on the NATS at --nats-url (idempotent).", "print [NAME] | apply")
+	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | consumer-image | consumer-video |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them, and the key-value buckets (settled requests, verdicts, reuse), on the\n  NATS at --nats-url (idempotent).", "print [NAME] | apply")
 	bindCommon(c, &cfg)
 	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
 	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
 	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "max ack pending of each consumer (triage, each lane): at least 2 × the lane's slots of all instances")
 	bindLaneLimits(c.fs, &cfg.Streams)
+	bindReuseBounds(c.fs, &cfg.Reuse)
 	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
 	outDir := ""
 	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
@@ -31,7 +33,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return code
 	}
-	if err := cfg.Streams.Validate(); err != nil {
+	if err := errors.Join(cfg.Streams.Validate(), cfg.Reuse.Validate()); err != nil {
 		fmt.Fprintf(stderr, "mediaworker streams: %s\n", withFlags(oneLine(err.Error())))
 		return exitUsage
 	}
@@ -59,6 +61,12 @@ func bindLaneLimits(fs *flag.FlagSet, sc *natsjs.Config) {
 		durationVar(fs, &l.limits.AckWait, l.name+"-ack-wait", "ack wait of the "+l.name+" lane's consumer (0: --ack-wait)")
 		fs.IntVar(&l.limits.MaxAckPending, l.name+"-max-ack-pending", l.limits.MaxAckPending, "max ack pending of the "+l.name+" lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)")
 	}
+}
+
+// bindReuseBounds binds the reuse memory's TTL and size (`run` and `streams apply` write the same bucket).
+func bindReuseBounds(fs *flag.FlagSet, rc *natsjs.ReuseConfig) {
+	durationVar(fs, &rc.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
+	fs.Var(bytesFlag{&rc.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
 }
 
 func definitions(sc natsjs.Config) map[string]any {
@@ -121,8 +129,13 @@ func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s and consumers %s (triage), %s, %s, %s-advisories\n", cfg.Streams.RequestsStream(),
-		cfg.Streams.ResponsesStream(), cfg.Streams.DLQStream(), cfg.Streams.AdvisoryStream(), cfg.Streams.Durable,
-		cfg.Streams.LaneDurable(natsjs.Lanes[0]), cfg.Streams.LaneDurable(natsjs.Lanes[1]), cfg.Streams.Durable)
+	if err := natsjs.ProvisionReuse(actx, js, cfg.Streams, cfg.Reuse); err != nil {
+		fmt.Fprintf(stderr, "mediaworker streams apply: %v\n", err)
+		return exitFailure
+	}
+	sc := cfg.Streams
+	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s, consumers %s (triage), %s, %s, %s-advisories and key-value buckets %s, %s, %s\n",
+		sc.RequestsStream(), sc.ResponsesStream(), sc.DLQStream(), sc.AdvisoryStream(), sc.Durable,
+		sc.LaneDurable(natsjs.Lanes[0]), sc.LaneDurable(natsjs.Lanes[1]), sc.Durable, sc.SettledBucket(), sc.VerdictBucket(), sc.ReuseBucket())
 	return exitOK
 }

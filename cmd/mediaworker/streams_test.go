@@ -101,3 +101,44 @@ func TestStreamsDefineTheLanes(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31 item 10: `streams apply` creates the key-value buckets too (settled requests, verdicts, and
+// the reuse memory with --reuse-ttl and --reuse-max-bytes), so a worker run with --provision=false
+// finds them and no job has to create one.
+func TestStreamsApplyCreatesTheBuckets(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	code, out, errs := run(t, "streams", "apply", "--nats-url", srv.ClientURL(), "--reuse-ttl", "3h", "--reuse-max-bytes", "2MiB")
+	if code != exitOK {
+		t.Fatalf("streams apply: exit %d: %s", code, errs)
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, bucket := range []string{"APP_MEDIA_SETTLED", "APP_MEDIA_VERDICTS", "APP_MEDIA_REUSE"} {
+		if !strings.Contains(out, bucket) {
+			t.Errorf("streams apply's report lacks %s: %s", bucket, out)
+		}
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Errorf("after streams apply, bucket %s: %v", bucket, err)
+			continue
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bucket == "APP_MEDIA_REUSE" {
+			if cfg := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config; cfg.MaxAge != 3*time.Hour || cfg.MaxBytes != 2<<20 {
+				t.Errorf("reuse bucket: TTL %s, max bytes %d; want --reuse-ttl 3h and --reuse-max-bytes 2MiB", cfg.MaxAge, cfg.MaxBytes)
+			}
+		}
+	}
+	if code, _, errs := run(t, "streams", "apply", "--nats-url", srv.ClientURL(), "--reuse-ttl", "1s"); code != exitUsage || !strings.Contains(errs, "reuse TTL") {
+		t.Errorf("a reuse TTL below its minimum: exit %d, %q; want a usage error naming the reuse TTL", code, errs)
+	}
+}

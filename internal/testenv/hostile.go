@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/color"
 	"image/gif"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -529,5 +530,33 @@ func MakeThinVideo(t testing.TB, dir, name string, w, h int) string {
 	args := []string{"-nostdin", "-hide_banner", "-v", "error", "-y", "-f", "lavfi",
 		"-i", "testsrc=s=" + strconv.Itoa(w) + "x" + strconv.Itoa(h) + ":r=10:d=1"}
 	runTool(t, "ffmpeg", append(append(args, codec...), out)...)
+	return out
+}
+
+// MakeStripePNG writes dir/name: a w×h PNG (1×65535 and 65535×1 are the extremes PNG and libvips
+// take) whose first three quarters along its long side are red (#ff0000) and the rest blue
+// (#0000ff), so its dominant colour is red and its palette red then blue.
+func MakeStripePNG(t testing.TB, dir, name string, w, h int) string {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	long := max(w, h)
+	red, blue := color.NRGBA{R: 0xff, A: 0xff}, color.NRGBA{B: 0xff, A: 0xff}
+	for y := range h {
+		for x := range w {
+			c := red
+			if max(x, y)*4 >= long*3 {
+				c = blue
+			}
+			img.SetNRGBA(x, y, c)
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }

@@ -133,6 +133,7 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 		ModTime:     info.ModTime,
 		Variant:     info.Headers.Get(objstore.VariantHeader) == "1",
 		SHA256:      verifiedDigest(info),
+		Tag:         tagOf(info),
 		Sys:         info, // GetStatted reads this version without a second lookup
 	}, nil
 }
@@ -434,6 +435,15 @@ func wrapIf(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// tagOf is the version's objstore.Info.Tag: its digest as the metadata records it ("SHA-256=..."),
+// which every read of the version checks; "" without a well-formed one.
+func tagOf(info *jetstream.ObjectInfo) string {
+	if verifiedDigest(info) == nil {
+		return ""
+	}
+	return info.Digest
 }
 
 // verifiedDigest is the version's SHA-256 as its metadata records it: read (get.go) checks the

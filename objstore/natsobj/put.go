@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/mediaworker/mediaworker/objstore"
 )
 
 // Writing objects: the chunks and the metadata record of the object-store layout (NATS ADR-20),
@@ -133,6 +135,7 @@ func (s *Store) putObject(ctx context.Context, stream jetstream.Stream, bucket s
 	if err != nil {
 		return fmt.Errorf("publishing metadata: %w", err)
 	}
+	objstore.RecordTag(ctx, tagOf(&info))
 
 	if prev != nil && !prev.Deleted && prev.NUID != "" && prev.NUID != id {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)

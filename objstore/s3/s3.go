@@ -149,6 +149,7 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 	}
 	return objstore.Info{Bucket: bucket, Key: key, Size: oi.Size, ContentType: oi.ContentType, ModTime: oi.LastModified,
 		Variant: oi.Metadata.Get("X-Amz-Meta-"+objstore.VariantHeader) == "1",
+		Tag:     tagOf(oi.ETag, oi.VersionID),
 		Sys:     version{bucket: bucket, key: key, id: oi.VersionID, etag: oi.ETag}}, nil // see version.go
 }
 
@@ -196,10 +197,11 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 	if objstore.PutsVariant(ctx) {
 		opts.UserMetadata = map[string]string{objstore.VariantHeader: "1"}
 	}
-	_, err := s.client.PutObject(ctx, bucket, key, r, size, opts)
+	ui, err := s.client.PutObject(ctx, bucket, key, r, size, opts)
 	if err != nil {
 		return fmt.Errorf("putting %s/%s: %w", bucket, key, mapErr(err))
 	}
+	objstore.RecordTag(ctx, tagOf(ui.ETag, ui.VersionID))
 	return nil
 }
 

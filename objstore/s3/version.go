@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/minio/minio-go/v7"
 
@@ -26,6 +27,20 @@ type version struct {
 	bucket, key string
 	id          string // x-amz-version-id; "" on a bucket that never had versioning
 	etag        string
+}
+
+// tagOf is a version's objstore.Info.Tag: its ETag (the bytes' MD5 for a plain upload, another
+// value unique to the upload for multipart and encrypted ones), and its version ID where the bucket
+// keeps versions ("null" and "" name no version: the ETag alone tells uploads apart there).
+func tagOf(etag, versionID string) string {
+	etag = strings.Trim(etag, `"`)
+	if etag == "" {
+		return ""
+	}
+	if versionID == "" || versionID == "null" {
+		return "etag:" + etag
+	}
+	return "etag:" + etag + " version:" + versionID
 }
 
 // versionOf returns the version Stat recorded in info, if info is this store's and names one.

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 	t.Run("CancelledContext", func(t *testing.T) { testCancelledContext(t, open(t)) })
 	t.Run("VariantMarker", func(t *testing.T) { testVariantMarker(t, open(t)) })
 	t.Run("StattedVersion", func(t *testing.T) { testStattedVersion(t, open(t)) })
+	t.Run("Tag", func(t *testing.T) { testTag(t, open(t)) })
 	t.Run("Ping", func(t *testing.T) {
 		if err := open(t).Ping(ctx(t)); err != nil {
 			t.Fatalf("Ping: %v", err)

@@ -26,6 +26,8 @@
 	X(vips_image_get_interpretation) X(vips_image_write_to_memory) X(vips_error) \
 	X(vips_array_double_newv) X(vips_area_unref) X(vips_jpegsave_buffer) X(vips_pngsave_buffer) \
 	X(vips_bandjoin_const1) X(vips_shrink) \
+	X(vips_max) X(vips_maplut) X(vips_recomb) X(vips_linear) X(vips_bandjoin2) X(vips_copy) \
+	X(vips_image_new_from_memory_copy) X(vips_image_new_matrix_from_array) \
 	X(g_object_ref) X(g_object_unref) X(g_free) X(g_realloc) X(g_strfreev) X(g_strlcpy) X(g_log_set_handler) \
 	X(g_type_from_name) X(g_type_class_ref) X(g_type_class_unref)
 
@@ -306,6 +308,122 @@ VipsImage *mw_thumbnail_file(const char *path, int width, int height, int all_pa
 	}
 	if (mem)
 		mw_strip(mem); // the smaller variants are made from this image and inherit its fields
+	return mem;
+}
+
+// HDR stills (HEIF/AVIF tagged PQ or HLG through their nclx colour property, which libvips 8.14
+// ignores: it knows only ICC profiles). The Go side (transcoder/image_hdr.go) does the colour
+// science; the shim applies it with libvips' own operations, lazily, so the full-size picture is never
+// held twice: the decode at 16 bits a sample, a look-up table from code values to tone-mapped linear
+// light (the transfer's inverse and the tone curve in one), the 3x3 matrix to BT.709/sRGB primaries,
+// and a second table from 16-bit linear light to 8-bit sRGB.
+
+// mw_hdr_open opens the first picture of the file at path at 16 bits a sample (an 8-bit file is
+// scaled up) and returns it with the largest value of its colour bands in *peak (decoding it; the
+// loader keeps the decoded picture for mw_hdr_thumbnail). Only RGB and RGBA pictures are taken.
+VipsImage *mw_hdr_open(const char *path, double *peak) {
+	VipsImage *in, *wide = NULL, *colour = NULL, *t = NULL;
+	int bands;
+
+	mw_vips_error_clear();
+	if (!(in = mw_vips_image_new_from_file(path, "fail_on", VIPS_FAIL_ON_ERROR, NULL)))
+		return NULL;
+	bands = mw_vips_image_get_bands(in);
+	if (bands != 3 && bands != 4) {
+		mw_vips_error("mediaworker", "an HDR picture of %d bands: only RGB and RGBA are tone-mapped", bands);
+		mw_g_object_unref(in);
+		return NULL;
+	}
+	switch (mw_vips_image_get_format(in)) {
+	case VIPS_FORMAT_USHORT:
+		wide = in;
+		break;
+	case VIPS_FORMAT_UCHAR: {
+		double a[] = {257}, b[] = {0};
+		if (mw_vips_linear(in, &t, a, b, 1, NULL) || mw_vips_cast(t, &wide, VIPS_FORMAT_USHORT, NULL)) {
+			if (t)
+				mw_g_object_unref(t);
+			mw_g_object_unref(in);
+			return NULL;
+		}
+		mw_g_object_unref(t);
+		mw_g_object_unref(in);
+		break;
+	}
+	default:
+		mw_vips_error("mediaworker", "an HDR picture of an unexpected sample format");
+		mw_g_object_unref(in);
+		return NULL;
+	}
+	if (mw_vips_extract_band(wide, &colour, 0, "n", 3, NULL) || mw_vips_max(colour, peak, NULL)) {
+		if (colour)
+			mw_g_object_unref(colour);
+		mw_g_object_unref(wide);
+		return NULL;
+	}
+	mw_g_object_unref(colour);
+	return wide;
+}
+
+// mw_hdr_thumbnail tone-maps in (from mw_hdr_open) to 8-bit sRGB and shrinks it to fit width x
+// height (never enlarged), into memory, like mw_thumbnail_file. lut maps each 16-bit code value to
+// linear light, SDR white at 1; matrix (row-major 3x3) converts it to BT.709 primaries; oetf maps
+// linear light in 16 bits (clipped to 0..1 first) to 8-bit sRGB. An alpha band is kept (scaled to 8
+// bits).
+VipsImage *mw_hdr_thumbnail(VipsImage *in, const float *lut, const double *matrix, const unsigned char *oetf,
+	int width, int height) {
+	VipsImage *t[12] = {NULL};
+	VipsImage *mem = NULL, *out;
+	double scale[] = {65535}, zero[] = {0}, alpha_scale[] = {1.0 / 257};
+	int n = 0;
+
+	mw_vips_error_clear();
+#define MW_STEP(call) do { if (call) goto done; n++; } while (0)
+	MW_STEP(mw_vips_extract_band(in, &t[n], 0, "n", 3, NULL));                                     // 0 colour
+	if (!(t[n] = mw_vips_image_new_from_memory_copy(lut, 65536 * sizeof(float), 65536, 1, 1, VIPS_FORMAT_FLOAT)))
+		goto done;
+	n++;                                                                                            // 1 lut
+	MW_STEP(mw_vips_maplut(t[0], &t[n], t[1], NULL));                                              // 2 linear
+	if (!(t[n] = mw_vips_image_new_matrix_from_array(3, 3, matrix, 9)))
+		goto done;
+	n++;                                                                                            // 3 matrix
+	MW_STEP(mw_vips_recomb(t[2], &t[n], t[3], NULL));                                              // 4 BT.709
+	MW_STEP(mw_vips_linear(t[4], &t[n], scale, zero, 1, NULL));                                     // 5
+	MW_STEP(mw_vips_cast(t[5], &t[n], VIPS_FORMAT_USHORT, NULL));                                  // 6 clipped
+	if (!(t[n] = mw_vips_image_new_from_memory_copy(oetf, 65536, 65536, 1, 1, VIPS_FORMAT_UCHAR)))
+		goto done;
+	n++;                                                                                            // 7 oetf
+	MW_STEP(mw_vips_maplut(t[6], &t[n], t[7], NULL));                                              // 8 sRGB
+	out = t[8];
+	if (mw_vips_image_get_bands(in) == 4) {
+		MW_STEP(mw_vips_extract_band(in, &t[n], 3, NULL));                                      // 9 alpha
+		MW_STEP(mw_vips_linear(t[9], &t[n], alpha_scale, zero, 1, "uchar", TRUE, NULL));        // 10
+		MW_STEP(mw_vips_bandjoin2(t[8], t[10], &t[n], NULL));                                   // 11
+		out = t[11];
+	}
+	{
+		VipsImage *tagged = NULL, *small = NULL;
+		if (mw_vips_copy(out, &tagged, "interpretation", VIPS_INTERPRETATION_sRGB, NULL))
+			goto done;
+		// The pixels are sRGB now: a profile the file carried must not be applied on top.
+		mw_vips_image_remove(tagged, VIPS_META_ICC_NAME);
+		if (!mw_vips_thumbnail_image(tagged, &small, width, "height", height, "size", VIPS_SIZE_DOWN, NULL)) {
+			mem = mw_vips_image_copy_memory(small);
+			mw_g_object_unref(small);
+		}
+		mw_g_object_unref(tagged);
+	}
+done:
+#undef MW_STEP
+	for (int i = 0; i < 12; i++)
+		if (t[i])
+			mw_g_object_unref(t[i]);
+	if (mem && mw_drop_opaque_alpha(&mem)) {
+		mw_g_object_unref(mem);
+		return NULL;
+	}
+	if (mem)
+		mw_strip(mem);
 	return mem;
 }
 
@@ -636,13 +754,17 @@ int mw_rgba_small(VipsImage *in, int size, void **buf, size_t *len, int *width, 
 		goto out;
 	// A box average (vips_shrink), not vips_thumbnail_image: the copy is for statistics, not for eyes,
 	// and thumbnail_image's resampling of a 2048 px picture cost ~170 ms of CPU where this costs a few.
+	// Each side shrinks by the long side's factor, but never below one pixel: a 1×65535 picture's
+	// 1 px side shrunk by 655 would be 0 px wide, which vips_shrink refuses, and the picture got no
+	// facts at all. It becomes 1×100, as the facts' own downscale would make it.
 	{
 		int w = mw_vips_image_get_width(page), h = mw_vips_image_get_height(page);
 		double f = (double)(w > h ? w : h) / size;
+		double hf = f < w ? f : w, vf = f < h ? f : h;
 		if (f <= 1.0) {
 			small = page;
 			mw_g_object_ref(small);
-		} else if (mw_vips_shrink(page, &small, f, f, NULL))
+		} else if (mw_vips_shrink(page, &small, hf, vf, NULL))
 			goto out;
 	}
 	// Grey, 16-bit and CMYK pictures become 8-bit sRGB; the decode already applied any ICC profile.

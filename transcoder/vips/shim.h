@@ -32,6 +32,9 @@ void mw_error_clear(void);
 int mw_read_header(const char *path, mw_header *h);
 VipsImage *mw_thumbnail_file(const char *path, int width, int height, int all_pages, int has_icc);
 VipsImage *mw_thumbnail_image(VipsImage *in, int width, int height);
+VipsImage *mw_hdr_open(const char *path, double *peak);
+VipsImage *mw_hdr_thumbnail(VipsImage *in, const float *lut, const double *matrix, const unsigned char *oetf,
+	int width, int height);
 VipsImage *mw_first_frame(VipsImage *in);
 int mw_rgba_small(VipsImage *in, int size, void **buf, size_t *len, int *width, int *height);
 VipsImage *mw_cover(VipsImage *in, int rw, int rh, int width, int height, int interesting);

@@ -157,7 +157,7 @@ func main() {
 
 	if bench.KnowsFlag(b.bin, "no-reuse") {
 		b.rep.note("Every worker runs with `--no-reuse`: the reuse memory (on by default) would answer the benchmark's repeated " +
-			"files from what they became the first time, without a scan or a transform, and a site's uploads are new. A new " +
+			"files from what they became the first time, without a transform, and a site's uploads are new. A new " +
 			"upload with the memory on costs in addition its SHA-256 (computed as it downloads), one key-value lookup and, " +
 			"after a success, a 1-2 KB record (docs/operations.md, *Scale model*).")
 	}
