@@ -24,7 +24,7 @@ echo "== installing the nats CLI for the README's steps (cached)" >&2
 go run ./internal/testenv/cmd/natscli-build
 
 echo "== race: pure packages" >&2
-go test -race -count=1 ./contracts/... ./slots/... ./pipeline/...
+go test -race -count=1 ./contracts/... ./slots/... ./pipeline/... ./ingest/...
 
 echo "== all tests" >&2
 # shellcheck disable=SC2086
