@@ -58,7 +58,7 @@ faults-busy:
 faults-lanefull:
 	MW_FAULTS_LANE_FULL_LONG=1 go test -count=1 -timeout 15m -v -run '^TestFullLaneHoldsUpNoOtherLane$$' ./faults/
 
-# Issue 31 item 10: two and then three workers started together on a fresh 3-node cluster (R3, MinIO),
+# Issue 31 item 10: two and then three workers started together on a fresh 3-node cluster (R3, versitygw),
 # 50 photos each answered exactly once, ten rounds of each shape (the default run has one of each).
 # About 2.5 minutes.
 faults-fresh-cluster:

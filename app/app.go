@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/ingest"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/membudget"
 	"github.com/mediaworker/mediaworker/objstore"
@@ -44,6 +45,7 @@ type App struct {
 	memory   *membudget.Budget // nil: no memory budget (MaxMemory 0)
 	scan     *scanHandler
 	worker   *natsjs.Worker
+	ingest   *ingest.Ingester // nil: ingest off
 	metrics  *metrics
 	webhooks *webhooks.Dispatcher // nil: no endpoints
 	http     *http.Server
@@ -172,6 +174,16 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 		return nil, err
 	}
 	a.metrics.watchLanes(a.worker.Slots())
+	if cfg.Ingest.Enabled {
+		if a.ingest, err = ingest.New(ctx, a.js, cfg.Ingest, ingest.Options{
+			App: cfg.Streams.App, RequestSubject: cfg.Streams.Subjects().Request, Durable: cfg.Streams.Durable,
+			Replicas: cfg.Streams.Replicas, ObjectStore: cfg.Storage == StorageNATS, Store: a.store,
+			Quarantine: cfg.Pipeline.QuarantineBucket, Remember: cfg.Streams.ResponseMaxAge, Log: log,
+		}); err != nil {
+			return nil, fmt.Errorf("starting ingest: %w", err)
+		}
+		a.metrics.watchIngest(a.ingest.Counts)
+	}
 	if err := a.startWebhooks(ctx); err != nil {
 		return nil, err
 	}
@@ -308,6 +320,19 @@ func (a *App) Run(ctx context.Context) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.worker.Run(runCtx) }()
+	ingestDone := make(chan struct{})
+	if a.ingest != nil {
+		// Upload events become requests while the worker runs; they stop first, with the pulling.
+		go func() {
+			defer close(ingestDone)
+			if err := a.ingest.Run(runCtx); err != nil {
+				a.log.Error().Err(err).Msg("ingest stopped: uploads are not turned into requests")
+			}
+		}()
+	} else {
+		close(ingestDone)
+	}
+	defer func() { cancel(); <-ingestDone }()
 	var err error
 	select {
 	case err = <-done:

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/mediaworker/mediaworker/ingest"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/membudget"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
@@ -81,6 +82,9 @@ type Config struct {
 	NoReuse bool
 	Reuse   natsjs.ReuseConfig
 
+	// Ingest turns the object store's upload events into requests (package ingest).
+	Ingest ingest.Config
+
 	// Webhooks are the HTTP endpoints answers and virus events are delivered to (none by default).
 	Webhooks webhooks.Config
 }
@@ -123,6 +127,7 @@ func DefaultConfig() Config {
 		URLSigning:      DefaultURLSigningConfig(),
 		ScanAPI:         DefaultScanAPIConfig(),
 		Reuse:           natsjs.DefaultReuseConfig(),
+		Ingest:          ingest.DefaultConfig(),
 	}
 	c.Pipeline.TmpDir = filepath.Join(os.TempDir(), "mediaworker")
 	return c
@@ -183,6 +188,21 @@ func (c Config) Validate() error {
 	add("webhooks", c.Webhooks.Validate())
 	if !c.NoReuse {
 		add("reuse", c.Reuse.Validate())
+	}
+	add("ingest", c.Ingest.Validate())
+	if c.Ingest.Enabled {
+		routes, _ := ingest.ParseRoutes(c.Ingest.Routes) // Validate told what is wrong with them
+		for _, r := range routes {
+			if q := c.Pipeline.QuarantineBucket; q != "" && r.Bucket == q {
+				errs = append(errs, fmt.Errorf("ingest routes (Ingest.Routes): %q watches the quarantine bucket (Pipeline.QuarantineBucket): infected uploads moved there would be jobs again", r))
+			}
+			if _, ok := c.Pipeline.Recipes[r.Recipe]; r.Recipe != "" && !ok {
+				errs = append(errs, fmt.Errorf("ingest routes (Ingest.Routes): %q names the recipe %q, which the config file's recipes do not define: every upload it watches would be refused", r, r.Recipe))
+			}
+		}
+	}
+	if c.Ingest.Enabled && c.Storage == StorageS3 && c.Ingest.Subjects == "" && c.Ingest.Stream == "" {
+		errs = append(errs, fmt.Errorf("ingest with S3 storage needs the subjects the S3 server sends its events to (Ingest.Subjects) or a stream holding them (Ingest.Stream)"))
 	}
 	if c.ScanAPI.Enabled && c.ScanAPI.StallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("the scan API's stall timeout (ScanAPI.StallTimeout) %s must not be negative", c.ScanAPI.StallTimeout))

@@ -28,7 +28,7 @@ import (
 )
 
 // world is one running worker with real parts around it: a JetStream server, clamd with the dev
-// signatures, an object store (MinIO or the JetStream object store), libvips and ffmpeg.
+// signatures, an object store (versitygw or the JetStream object store), libvips and ffmpeg.
 type world struct {
 	t      *testing.T
 	app    *app.App
@@ -38,7 +38,7 @@ type world struct {
 	store  objstore.Store
 	subj   contracts.Subjects
 	bucket string
-	minio  *testenv.MinIO // with StorageS3
+	s3     *testenv.VersityGW // with StorageS3
 
 	mu        sync.Mutex
 	responses map[string][]contracts.Response
@@ -83,17 +83,17 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
 	cfg.Worker.BackoffBase = 200 * time.Millisecond
 	cfg.Worker.DrainTimeout = 20 * time.Second
-	var minio *testenv.MinIO
+	var s3 *testenv.VersityGW
 	if storage == app.StorageS3 {
-		minio = testenv.StartMinIO(t)
-		cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = minio.Endpoint, minio.AccessKey, minio.SecretKey
+		s3 = testenv.StartS3(t)
+		cfg.S3.Endpoint, cfg.S3.AccessKey, cfg.S3.SecretKey = s3.Endpoint, s3.AccessKey, s3.SecretKey
 	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	a := runApp(t, cfg, zerolog.InfoLevel)
 
-	w := &world{t: t, app: a, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media", minio: minio,
+	w := &world{t: t, app: a, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media", s3: s3,
 		responses: map[string][]contracts.Response{}, viruses: map[string][]contracts.VirusEvent{}}
 	w.observe(srv)
 	return w
@@ -271,7 +271,7 @@ func scratchEmpty(t *testing.T, w *world) {
 	})
 }
 
-func TestEndToEndOnMinIO(t *testing.T) {
+func TestEndToEndOnS3(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	w := startWorld(t, app.StorageS3, clamd, nil)
 	media := t.TempDir()

@@ -176,12 +176,12 @@ func TestReadinessNamesTheObjectStore(t *testing.T) {
 	if code, body := get(t, base+"/health/ready"); code != 200 {
 		t.Fatalf("ready: %d %s", code, body)
 	}
-	w.minio.Stop()
+	w.s3.Stop()
 	code, body := get(t, base+"/health/ready")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: object_store") {
-		t.Fatalf("with MinIO stopped: %d %s", code, body)
+		t.Fatalf("with the S3 server stopped: %d %s", code, body)
 	}
-	w.minio.Start()
+	w.s3.Start()
 	testenv.Eventually(t, 20*time.Second, func() error {
 		if code, _ := get(t, base+"/health/ready"); code != 200 {
 			return fmt.Errorf("ready answers %d", code)

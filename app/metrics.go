@@ -118,6 +118,17 @@ func (m *metrics) watchMemory(b *membudget.Budget) {
 	}, func() float64 { return float64(b.Stats().Waited) }))
 }
 
+// watchIngest shows what became of the upload events ingest read (--ingest).
+func (m *metrics) watchIngest(counts func() map[string]int64) {
+	for _, outcome := range []string{"published", "duplicate", "ignored", "unwatched", "guarded", "malformed"} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "mediaworker_ingest_events_total",
+			Help:        "Upload event records ingest read, by what became of them.",
+			ConstLabels: prometheus.Labels{"outcome": outcome},
+		}, func() float64 { return float64(counts()[outcome]) }))
+	}
+}
+
 func kindLabel(k pipeline.MediaKind) string {
 	if k == "" {
 		return "unknown"

@@ -45,6 +45,9 @@ type Request struct {
 	MediaURL string `json:"mediaUrl"`
 	// Recipe names the output set the worker's configuration defines; empty is DefaultRecipe.
 	Recipe string `json:"recipe,omitempty"`
+	// Source is set on requests the worker made from the store's upload events (package ingest);
+	// the answer echoes it as metadata.source. Nil for a request an API published.
+	Source *Source `json:"source,omitempty"`
 }
 
 // RecipeName is the recipe the request asks for: DefaultRecipe when it names none.
@@ -105,6 +108,8 @@ type Metadata struct {
 	// Reused says the answer was made from an earlier upload of the same bytes (same recipe, same
 	// bucket): the upload was scanned as every upload is, and its variants were copied, not made again.
 	Reused bool `json:"reused,omitempty"`
+	// Source echoes the request's source (an ingest-made request): which upload this answer is for.
+	Source *Source `json:"source,omitempty"`
 }
 
 // VirusEvent tells the API that an upload was infected and what was done with it.

@@ -110,6 +110,8 @@ func parseRequest(data []byte) (Request, error) {
 		}
 	}
 
+	req.Source = parseSource(raw["source"])
+
 	// Without a UUID mediaId there is nobody to answer: the contract's response carries a UUID, and
 	// the API keys its records by it. Such a payload goes to the dead-letter stream.
 	correlatable := validMediaID(req.MediaID)

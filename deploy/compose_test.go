@@ -64,7 +64,7 @@ func loadCompose(t *testing.T) composeFile {
 
 func TestComposeWorkerWiring(t *testing.T) {
 	c := loadCompose(t)
-	for _, name := range []string{"nats", "minio", "clamav", "worker"} {
+	for _, name := range []string{"nats", "s3", "clamav", "worker"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Fatalf("compose.yaml has no %q service", name)
 		}
@@ -76,7 +76,7 @@ func TestComposeWorkerWiring(t *testing.T) {
 	} else if _, err := os.Stat(filepath.Join(w.Build.Context, w.Build.Dockerfile)); err != nil {
 		t.Errorf("worker build: %v", err)
 	}
-	for _, dep := range []string{"nats", "minio", "clamav"} {
+	for _, dep := range []string{"nats", "s3", "clamav"} {
 		d, ok := w.DependsOn[dep]
 		if !ok {
 			t.Errorf("worker does not depend on %s", dep)
@@ -101,8 +101,8 @@ func TestComposeWorkerWiring(t *testing.T) {
 			t.Errorf("worker %s = %q, want %q", k, env[k], v)
 		}
 	}
-	if host, _, _ := net.SplitHostPort(env["MW_S3_ENDPOINT"]); host != "minio" {
-		t.Errorf("worker MW_S3_ENDPOINT = %q, want the minio service", env["MW_S3_ENDPOINT"])
+	if host, _, _ := net.SplitHostPort(env["MW_S3_ENDPOINT"]); host != "s3" {
+		t.Errorf("worker MW_S3_ENDPOINT = %q, want the s3 service", env["MW_S3_ENDPOINT"])
 	}
 
 	// The container health check asks the worker itself, on the port it serves.

@@ -49,18 +49,18 @@ func composeSubmit(t *testing.T) string {
 }
 
 // The compose header's `submit --wait`, pasted as it stands, as the api user of nats/accounts.conf
-// against a worker on that account layout and S3 (MinIO): every answer arrives (the photo's response,
+// against a worker on that account layout and S3 (versitygw, as compose runs): every answer arrives (the photo's response,
 // the EICAR file's virus event and its failure), and submit exits 3 (not all succeeded). The api user
 // may subscribe only to the answer subjects, not to the app's wildcard: a listener on that is refused.
 func TestComposeSubmitWaitAsAPI(t *testing.T) {
 	clamd := testenv.StartClamd(t)
-	minio := testenv.StartMinIO(t)
+	s3 := testenv.StartS3(t)
 	natsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	p := startWorkerBinary(t, append(roleEnv(), "MW_S3_ACCESS_KEY="+minio.AccessKey, "MW_S3_SECRET_KEY="+minio.SecretKey),
+	p := startWorkerBinary(t, append(roleEnv(), "MW_S3_ACCESS_KEY="+s3.AccessKey, "MW_S3_SECRET_KEY="+s3.SecretKey),
 		"--nats-listen", "127.0.0.1:"+strconv.Itoa(natsPort), "--nats-server-config", "nats/accounts.conf",
 		"--nats-user", "worker", "--nats-password", rolePasswords["worker"],
-		"--storage", "s3", "--s3-endpoint", minio.Endpoint,
+		"--storage", "s3", "--s3-endpoint", s3.Endpoint,
 		"--data-dir", filepath.Join(t.TempDir(), "data"), "--tmp-dir", filepath.Join(t.TempDir(), "scratch"),
 		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--clamd-addr", clamd.Addr,
 		"--max-image-jobs", "1", "--max-video-jobs", "1")
@@ -77,15 +77,15 @@ func TestComposeSubmitWaitAsAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The command as pasted, with this test's ports, binary and files in place of the published ones.
-	line = strings.NewReplacer("127.0.0.1:4222", "127.0.0.1:"+strconv.Itoa(natsPort), "127.0.0.1:9000", minio.Endpoint,
+	line = strings.NewReplacer("127.0.0.1:4222", "127.0.0.1:"+strconv.Itoa(natsPort), "127.0.0.1:7070", s3.Endpoint,
 		"bin/mediaworker", workerBinary(t)).Replace(line)
 	line = regexp.MustCompile(`photo\.jpg$`).ReplaceAllString(line, "--timeout 2m "+photo+" "+eicar)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", line)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "NATS_API_PASSWORD="+rolePasswords["api"], "MINIO_ROOT_USER="+minio.AccessKey,
-		"MINIO_ROOT_PASSWORD="+minio.SecretKey)
+	cmd.Env = append(cleanEnv(), "NATS_API_PASSWORD="+rolePasswords["api"], "S3_ACCESS_KEY="+s3.AccessKey,
+		"S3_SECRET_KEY="+s3.SecretKey)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -36,7 +36,7 @@ type tracked struct {
 	input input
 }
 
-// 500 mixed requests while clamd, MinIO and the workers are stopped, killed and restarted at random:
+// 500 mixed requests while clamd, the S3 server (versitygw) and the workers are stopped, killed and restarted at random:
 // every request ends in exactly one terminal outcome, and that outcome fits what it carried.
 func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 	total, budget := 500, 6*time.Minute
@@ -49,9 +49,9 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
+	m := testenv.StartS3(t)
 	opts := func() workerOpts {
-		return workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
+		return workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m,
 			args: []string{"--backoff-base", "500ms", "--backoff-max", "4s"}}
 	}
 	workers := []*workerProc{startWorker(t, "a", opts()), startWorker(t, "b", opts())}
@@ -77,7 +77,7 @@ func TestAccountingEveryRequestEndsOnce(t *testing.T) {
 			time.Sleep(outage)
 			clamd.Start()
 		case 1:
-			faults["MinIO down"]++
+			faults["S3 down"]++
 			m.Stop()
 			time.Sleep(outage)
 			m.Start()

@@ -121,14 +121,14 @@ func TestClamdOutageWaitsNeverUnscanned(t *testing.T) {
 	}
 }
 
-// MinIO goes away for 10 s: the requests in hand are held while it is down (no retries spent, no hot
+// The S3 server goes away for 10 s: the requests in hand are held while it is down (no retries spent, no hot
 // loop) and succeed once it is back.
-func TestMinIOOutageHoldsThenSucceeds(t *testing.T) {
+func TestS3OutageHoldsThenSucceeds(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
+	m := testenv.StartS3(t)
 	const maxDeliver = 10
-	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m,
 		args: []string{"--backoff-base", "1s", "--backoff-max", "4s", "--max-deliver", fmt.Sprint(maxDeliver)}})
 	l := newLedger(t, srv.ClientURL())
 	c := newClient(t, l, m, 1)
@@ -147,7 +147,7 @@ func TestMinIOOutageHoldsThenSucceeds(t *testing.T) {
 			return nil
 		}
 		if n := l.total(); n > 0 {
-			return fmt.Errorf("%d responses while MinIO was down", n)
+			return fmt.Errorf("%d responses while the S3 server was down", n)
 		}
 		return nil
 	})
@@ -172,17 +172,17 @@ func TestMinIOOutageHoldsThenSucceeds(t *testing.T) {
 }
 
 // Issue 10: an outage of a dependency the jobs need never consumes deliveries. With MaxDeliver 3 and a
-// retry budget of about a second, clamd or MinIO goes away for 12 s while photos are submitted: the worker
+// retry budget of about a second, clamd or the S3 server goes away for 12 s while photos are submitted: the worker
 // stops pulling (its dependency watcher holds every lane), nothing is dead-lettered or answered during
 // the outage, and when the dependency is back every photo succeeds, once. Before the watcher, each of
 // these requests gave up after 3 deliveries.
 func TestOutageLongerThanTheRetryBudgetDeadLettersNothing(t *testing.T) {
-	for _, dep := range []string{"clamd", "minio"} {
+	for _, dep := range []string{"clamd", "s3"} {
 		t.Run(dep, func(t *testing.T) {
 			clamd := testenv.StartClamd(t)
 			srv := testenv.StartNATS(t)
-			m := testenv.StartMinIO(t)
-			startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m,
+			m := testenv.StartS3(t)
+			startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m,
 				args: []string{"--max-deliver", "3", "--backoff-base", "200ms", "--backoff-max", "500ms"}})
 			l := newLedger(t, srv.ClientURL())
 			c := newClient(t, l, m, 1)
@@ -192,7 +192,7 @@ func TestOutageLongerThanTheRetryBudgetDeadLettersNothing(t *testing.T) {
 				c.upload(src, fmt.Sprintf("u%d/photo.jpg", i))
 			}
 			stop, start := clamd.Stop, clamd.Start
-			if dep == "minio" {
+			if dep == "s3" {
 				stop, start = m.Stop, m.Start
 			}
 			stop()
@@ -276,15 +276,15 @@ func TestVirusVerdictSurvivesAFailedEventPublish(t *testing.T) {
 	}
 }
 
-// The same verdict, lost another way: MinIO deletes the infected object but the reply never reaches
+// The same verdict, lost another way: the S3 server deletes the infected object but the reply never reaches
 // the worker (the store crashed or the network cut at that moment), and the store stays unreachable for
 // a second. The redelivery finds the object gone.
 func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
+	m := testenv.StartS3(t)
 	proxy := startS3Proxy(t, m.Endpoint)
-	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m, s3Addr: proxy.Endpoint()})
+	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m, s3Addr: proxy.Endpoint()})
 	l := newLedger(t, srv.ClientURL())
 	c := newClient(t, l, m, 1)
 
@@ -292,14 +292,14 @@ func TestVirusVerdictSurvivesALostDeleteReply(t *testing.T) {
 	proxy.armCutOnDelete()
 	id := c.submit(writeFile(t, t.TempDir(), "e.jpg", []byte(testenv.EICAR)), key)
 	testenv.Eventually(t, 30*time.Second, func() error {
-		// The store's answer, not the DELETE passing the proxy: MinIO may not have read it yet then.
+		// The store's answer, not the DELETE passing the proxy: the server may not have read it yet then.
 		if !proxy.deleteAnswered() {
 			return errors.New("the worker has not deleted the infected object yet")
 		}
 		return nil
 	})
 	if c.exists(key) {
-		t.Fatal("MinIO still has the object after answering the DELETE")
+		t.Fatal("the S3 server still has the object after answering the DELETE")
 	}
 	time.Sleep(time.Second) // the store stays unreachable a moment: the worker's retries fail
 	proxy.heal()

@@ -1,6 +1,6 @@
 // Package faults is the fault-injection suite of "never lose, never duplicate": it runs the mediaworker
 // binary (built from this checkout by TestMain) as real processes against real NATS (in-process, a
-// separate nats-server process, or a 3-node cluster), clamd and MinIO on loopback, breaks them on
+// separate nats-server process, or a 3-node cluster), clamd and an S3 server (versitygw) on loopback, breaks them on
 // purpose (SIGKILL, SIGTERM, restarts, outages, lost replies, poison payloads, saturated pools) and
 // checks what the API sees: every request ends in exactly one outcome.
 //

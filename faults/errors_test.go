@@ -32,12 +32,12 @@ func TestGaveUpAnswersAreForPeople(t *testing.T) {
 	t.Run("store", func(t *testing.T) {
 		clamd := testenv.StartClamd(t)
 		srv := testenv.StartNATS(t)
-		m := testenv.StartMinIO(t)
+		m := testenv.StartS3(t)
 		proxy := startCutProxy(t, m.Endpoint)
-		w := startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m, s3Addr: proxy.Endpoint(),
+		w := startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m, s3Addr: proxy.Endpoint(),
 			args: []string{"--max-deliver", "2", "--backoff-base", "200ms", "--backoff-max", "500ms"}})
 		l := newLedger(t, srv.ClientURL())
-		c := newClient(t, l, m, 1) // MinIO itself, not the proxy
+		c := newClient(t, l, m, 1) // the S3 server itself, not the proxy
 
 		id := c.submit(testenv.MakeJPEG(t, t.TempDir(), 64, 48), "u/photo.jpg")
 		gaveUp(t, w, l, id, "gave up after 2 deliveries: downloading: the object store could not be reached", proxy.Endpoint())
@@ -46,9 +46,9 @@ func TestGaveUpAnswersAreForPeople(t *testing.T) {
 	t.Run("scratch", func(t *testing.T) {
 		clamd := testenv.StartClamd(t)
 		srv := testenv.StartNATS(t)
-		m := testenv.StartMinIO(t)
+		m := testenv.StartS3(t)
 		tmp := t.TempDir()
-		w := startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m, tmpDir: tmp,
+		w := startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m, tmpDir: tmp,
 			args: []string{"--max-deliver", "2", "--backoff-base", "200ms", "--backoff-max", "500ms"}})
 		l := newLedger(t, srv.ClientURL())
 		c := newClient(t, l, m, 1)
@@ -112,7 +112,7 @@ var publicLeaks = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)dial tcp|read tcp|connect:|refused|reset by peer|EOF|no such file|not a directory|%!`),
 }
 
-// cutProxy is an S3 endpoint in front of MinIO that passes its probe (GET /, ListBuckets: what the
+// cutProxy is an S3 endpoint in front of the S3 server that passes its probe (GET /, ListBuckets: what the
 // worker's dependency watcher asks) and resets the connection of every other request: to the worker
 // the store is up, and every object in it unreachable.
 type cutProxy struct {

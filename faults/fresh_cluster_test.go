@@ -28,7 +28,7 @@ func TestWorkersStartingTogetherOnAFreshCluster(t *testing.T) {
 		rounds = n
 	}
 	clamd := testenv.StartClamd(t)
-	m := testenv.StartMinIO(t)
+	m := testenv.StartS3(t)
 	photo, err := os.ReadFile(testenv.MakeJPEG(t, t.TempDir(), 160, 120))
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +44,14 @@ func TestWorkersStartingTogetherOnAFreshCluster(t *testing.T) {
 	}
 }
 
-func freshClusterRound(t *testing.T, clamd *testenv.Clamd, m *testenv.MinIO, photo []byte, workers, photos, round int) {
+func freshClusterRound(t *testing.T, clamd *testenv.Clamd, m *testenv.VersityGW, photo []byte, workers, photos, round int) {
 	start := time.Now()
 	cl := testenv.StartCluster(t, 3)
 	procs := make([]*workerProc, workers)
 	for i := range procs {
 		// The reuse memory on (the fault suite turns it off by default): its bucket is one of those
 		// the workers create together.
-		procs[i] = newWorkerProc(t, fmt.Sprintf("w%d", i+1), workerOpts{natsURL: cl.URLs(), clamd: clamd, minio: m,
+		procs[i] = newWorkerProc(t, fmt.Sprintf("w%d", i+1), workerOpts{natsURL: cl.URLs(), clamd: clamd, s3: m,
 			args: []string{"--replicas", "3", "--no-reuse=false"}})
 	}
 	// Together: every process is launched before any is waited for.

@@ -31,8 +31,8 @@ type client struct {
 }
 
 // newClient opens the same store the workers use: the JetStream object store of the NATS at urls, or
-// MinIO.
-func newClient(t *testing.T, l *ledger, m *testenv.MinIO, replicas int) *client {
+// the S3 server.
+func newClient(t *testing.T, l *ledger, m *testenv.VersityGW, replicas int) *client {
 	t.Helper()
 	cfg := app.DefaultConfig()
 	cfg.Streams.Replicas = replicas

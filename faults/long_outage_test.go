@@ -45,11 +45,11 @@ func TestAccountingThroughALongClamdOutageAndLostAcks(t *testing.T) {
 
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
+	m := testenv.StartS3(t)
 	// The product's retry defaults (the harness shrinks them for the other tests): the point is that
 	// they ride out the outage without dead-lettering anything.
 	sc, wc := natsjs.DefaultConfig(), natsjs.DefaultWorkerConfig()
-	opts := workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m, args: []string{
+	opts := workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m, args: []string{
 		"--ack-wait", sc.AckWait.String(), "--max-deliver", fmt.Sprint(sc.MaxDeliver),
 		"--backoff-base", wc.BackoffBase.String(), "--backoff-max", wc.BackoffMax.String()}}
 	workers := []*workerProc{startWorker(t, "a", opts), startWorker(t, "b", opts)}

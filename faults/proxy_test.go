@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// s3Proxy sits between the worker and MinIO on loopback and can lose the reply to a DELETE: it
-// forwards the request, waits until MinIO answers (so the object really is gone), then drops the
+// s3Proxy sits between the worker and the S3 server on loopback and can lose the reply to a DELETE: it
+// forwards the request, waits until the server answers (so the object really is gone), then drops the
 // connection instead of relaying the answer, and refuses every connection until heal. That is what a
 // store crash or a network cut at the worst moment looks like to the worker, made deterministic.
 type s3Proxy struct {

@@ -380,9 +380,9 @@ func TestReuseStaysInItsBucket(t *testing.T) {
 func TestReuseFallsBackWhenARememberedOutputIsForbidden(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
+	m := testenv.StartS3(t)
 	proxy := startForbiddingProxy(t, m.Endpoint)
-	reuseWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m, s3Addr: proxy.Endpoint()})
+	reuseWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m, s3Addr: proxy.Endpoint()})
 	l := newLedger(t, srv.ClientURL())
 	c := newClient(t, l, m, 1)
 	photo := testenv.MakeJPEG(t, t.TempDir(), 1200, 900)
@@ -426,8 +426,8 @@ func TestReuseFallsBackWhenARememberedOutputIsForbidden(t *testing.T) {
 func TestReuseKeepsTheStoredContentType(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
-	m := testenv.StartMinIO(t)
-	reuseWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, minio: m})
+	m := testenv.StartS3(t)
+	reuseWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, s3: m})
 	l := newLedger(t, srv.ClientURL())
 	c := newClient(t, l, m, 1)
 	photo := testenv.MakeJPEG(t, t.TempDir(), 1200, 900)
@@ -475,7 +475,7 @@ func s3KeyOf(t *testing.T, u string) string {
 	return key
 }
 
-// forbiddingProxy is an HTTP proxy in front of MinIO that answers 403 AccessDenied, as S3 does to
+// forbiddingProxy is an HTTP proxy in front of the S3 server that answers 403 AccessDenied, as S3 does to
 // credentials that lost their access, to every request under a path prefix.
 type forbiddingProxy struct {
 	ln  net.Listener

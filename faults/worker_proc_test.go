@@ -26,11 +26,11 @@ import (
 type workerOpts struct {
 	natsURL string
 	clamd   *testenv.Clamd
-	minio   *testenv.MinIO // nil: --storage nats
-	s3Addr  string         // "": minio's own endpoint (a fault proxy's otherwise)
-	tmpDir  string         // "" : a new temp dir
-	ffmpeg  *ffmpegWrapper // nil: the real ffmpeg
-	args    []string       // extra flags; they come last, so they win over the defaults below
+	s3      *testenv.VersityGW // nil: --storage nats
+	s3Addr  string             // "": the S3 server's own endpoint (a fault proxy's otherwise)
+	tmpDir  string             // "" : a new temp dir
+	ffmpeg  *ffmpegWrapper     // nil: the real ffmpeg
+	args    []string           // extra flags; they come last, so they win over the defaults below
 }
 
 // workerProc is one mediaworker process; start, kill and restart it like an operator (or a crash) would.
@@ -103,13 +103,13 @@ func (w *workerProc) argv() []string {
 		// TestRepeatedUploadsAreReused turns it back on.
 		"--no-reuse",
 	}
-	if o.minio != nil {
-		endpoint := o.minio.Endpoint
+	if o.s3 != nil {
+		endpoint := o.s3.Endpoint
 		if o.s3Addr != "" {
 			endpoint = o.s3Addr
 		}
 		args = append(args, "--storage", "s3", "--s3-endpoint", endpoint,
-			"--s3-access-key", o.minio.AccessKey, "--s3-secret-key", o.minio.SecretKey)
+			"--s3-access-key", o.s3.AccessKey, "--s3-secret-key", o.s3.SecretKey)
 	} else {
 		args = append(args, "--storage", "nats")
 	}

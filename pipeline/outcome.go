@@ -82,6 +82,23 @@ func newResponse(req contracts.Request) contracts.Response {
 	if r.Recipe != "" && contracts.ValidateName(r.Recipe) != nil {
 		r.Recipe = ""
 	}
+	return withSource(r, req)
+}
+
+// withSource echoes an ingest-made request's source as metadata.source (and nothing for any other
+// request). A job sets the answer's metadata as it goes, replacing it whole, so Process applies this
+// again to what it returns.
+func withSource(r contracts.Response, req contracts.Request) contracts.Response {
+	if req.Source == nil {
+		return r
+	}
+	md := contracts.Metadata{}
+	if r.Metadata != nil {
+		md = *r.Metadata
+	}
+	src := *req.Source
+	md.Source = &src
+	r.Metadata = &md
 	return r
 }
 

@@ -249,7 +249,8 @@ var ErrStalled = errors.New("stalled")
 // Process runs one validated request of lane (image or video) to its outcome. An upload that turns
 // out to be of the other kind is not transformed here: its outcome routes it to its own lane. Scratch
 // files are removed before it returns.
-func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane MediaKind) Outcome {
+func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane MediaKind) (out Outcome) {
+	defer func() { out.Response = withSource(out.Response, req) }()
 	if contracts.ValidateMediaURL(req.MediaURL) != nil {
 		// Every answer's originalUrl is a URI, and one the contract allows: without one from the
 		// request, the object's own URL, in the form its variants' URLs take.

@@ -209,7 +209,7 @@ func (p *Pipeline) rememberReuse(ctx context.Context, j *job) {
 	}
 	if md := j.out.Response.Metadata; md != nil {
 		c := *md
-		c.SHA256, c.Reused = "", false
+		c.SHA256, c.Reused, c.Source = "", false, nil // this upload's, not the next one's
 		r.Metadata = &c
 	}
 	r.Warnings = j.out.Response.Warnings

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs missing prerequisites, checks formatting and vet, runs the pure packages
-# with the race detector, then every test against real parts (embedded NATS, clamd and MinIO that the
-# test harness starts on loopback, ffmpeg and libvips on media the tests generate). MinIO is built from the
-# Go module proxy on first use and cached under ~/.cache/mediaworker (about 5 minutes cold).
+# with the race detector, then every test against real parts (embedded NATS, clamd, versitygw and MinIO
+# that the test harness starts on loopback, ffmpeg and libvips on media the tests generate). versitygw and
+# MinIO are built from the Go module proxy on first use and cached under ~/.cache/mediaworker (about 5
+# minutes each cold).
 # Set MW_TEST_FLAGS for extra `go test` flags (e.g. MW_TEST_FLAGS=-short).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,11 +18,13 @@ go vet ./...
 
 echo "== building MinIO for the tests (cached)" >&2
 go run ./internal/testenv/cmd/minio-build
+echo "== building versitygw for the tests (cached)" >&2
+go run ./internal/testenv/cmd/versitygw-build
 echo "== installing the nats CLI for the README's steps (cached)" >&2
 go run ./internal/testenv/cmd/natscli-build
 
 echo "== race: pure packages" >&2
-go test -race -count=1 ./contracts/... ./slots/... ./pipeline/...
+go test -race -count=1 ./contracts/... ./slots/... ./pipeline/... ./ingest/...
 
 echo "== all tests" >&2
 # shellcheck disable=SC2086

@@ -107,7 +107,7 @@ var typePaths = map[string][]string{
 	"ImageConfig":      {"Images"},
 	"VideoConfig":      {"Videos"},
 	"LaneLimits":       {"Streams.ImageLane", "Streams.VideoLane"},
-	"Config":           {"", "Streams", "Pipeline", "Scanner", "S3", "NATSObj"},
+	"Config":           {"", "Streams", "Pipeline", "Scanner", "S3", "NATSObj", "Ingest"},
 }
 
 // resolveField returns the app.Config path a message's name stands for, "" when none sets a flag.

@@ -220,6 +220,12 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.URLSigning.Key, "url-signing-key", cfg.URLSigning.Key, "HMAC secret (≥ 32 bytes): /objects serves only signed, expiring URLs, and response URLs are signed")
 	durationVar(fs, &cfg.URLSigning.TTL, "url-signing-ttl", "lifetime of the signed URLs in responses")
 	bindWebhooks(fs, &cfg.Webhooks)
+
+	fs.BoolVar(&cfg.Ingest.Enabled, "ingest", cfg.Ingest.Enabled, "turn the object store's own upload events into requests: an upload into a watched bucket and prefix is answered with no API publishing anything (docs/ingest.md)")
+	fs.StringVar(&cfg.Ingest.Routes, "ingest-routes", cfg.Ingest.Routes, "the uploads that start a job: comma-separated bucket[/prefix][*suffix][=recipe], the first match winning (e.g. media/uploads/)")
+	fs.StringVar(&cfg.Ingest.Subjects, "ingest-subjects", cfg.Ingest.Subjects, "with --storage s3: the NATS subjects the S3 server sends its event notifications to (versitygw --event-nats-topic); kept in a stream the worker provisions")
+	fs.StringVar(&cfg.Ingest.Stream, "ingest-stream", cfg.Ingest.Stream, "with --storage s3: an existing stream holding the S3 event notifications, instead of --ingest-subjects")
+	fs.StringVar(&cfg.Ingest.URLTemplate, "ingest-url-template", cfg.Ingest.URLTemplate, "mediaUrl of ingest's requests, with {bucket}, {key} and {mediaId} replaced (empty: the object's URL in the store)")
 }
 
 // bindLog registers the logging flags.

@@ -85,6 +85,10 @@ var sections = []section{
 		{"disabled", "no-reuse"}, {"ttl", "reuse-ttl"}, {"max_bytes", "reuse-max-bytes"},
 		{"share_across_buckets", "reuse-across-buckets"},
 	}},
+	{"ingest", "ingest: upload events become requests", []settingKey{
+		{"enabled", "ingest"}, {"routes", "ingest-routes"}, {"subjects", "ingest-subjects"},
+		{"stream", "ingest-stream"}, {"url_template", "ingest-url-template"},
+	}},
 	{"http", "HTTP: console, health, metrics, /objects, /v1/scan", []settingKey{
 		{"addr", "http-addr"}, {"serve_objects", "serve-objects"},
 		{"url_signing_key", "url-signing-key"}, {"url_signing_ttl", "url-signing-ttl"},

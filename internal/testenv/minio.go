@@ -154,6 +154,7 @@ type MinIO struct {
 	dataDir string
 	console string
 	logPath string
+	env     []string // more of MinIO's settings (StartMinIOWith)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -163,6 +164,13 @@ type MinIO struct {
 // StartMinIO starts a MinIO server on free loopback ports and stops it when the test ends. Its output
 // goes to a log file that is printed if the test fails.
 func StartMinIO(t testing.TB) *MinIO {
+	t.Helper()
+	return StartMinIOWith(t, nil)
+}
+
+// StartMinIOWith starts MinIO as StartMinIO does, with more of its settings as environment variables
+// (its NATS notification target: MINIO_NOTIFY_NATS_*).
+func StartMinIOWith(t testing.TB, env map[string]string) *MinIO {
 	t.Helper()
 	dir := t.TempDir()
 	m := &MinIO{
@@ -174,6 +182,9 @@ func StartMinIO(t testing.TB) *MinIO {
 		dataDir:   filepath.Join(dir, "data"),
 		console:   FreeAddr(t),
 		logPath:   filepath.Join(dir, "minio.log"),
+	}
+	for k, v := range env {
+		m.env = append(m.env, k+"="+v)
 	}
 	t.Cleanup(func() {
 		m.Stop()
@@ -217,6 +228,7 @@ func (m *MinIO) Start() {
 		"MINIO_BROWSER=off",
 		"MINIO_UPDATE=off",
 	}
+	cmd.Env = append(cmd.Env, m.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Die with the test binary even if it is killed before cleanups run.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

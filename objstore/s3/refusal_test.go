@@ -15,12 +15,12 @@ import (
 	"github.com/mediaworker/mediaworker/objstore/s3"
 )
 
-// TestRefusalsArePermanent: MinIO answers 400 to a bucket name S3 does not take (capitals and an
+// TestRefusalsArePermanent: the S3 server answers 400 to a bucket name S3 does not take (capitals and an
 // underscore pass minio-go's lenient check of legacy names); that used to be retried for ten minutes
 // and dead-lettered, now it is a permanent failure at once.
 func TestRefusalsArePermanent(t *testing.T) {
-	m := testenv.StartMinIO(t)
-	s := newStore(t, config(m))
+	m := testenv.StartS3(t)
+	s := newStore(t, gwConfig(m))
 	ctx := t.Context()
 	// The HEAD's bare 400 is asked again as a GET, whose answer names the cause.
 	_, err := s.Stat(ctx, "Media_Upper", "u/p.jpg")

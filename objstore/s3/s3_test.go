@@ -21,6 +21,13 @@ func config(m *testenv.MinIO) s3.Config {
 	return cfg
 }
 
+// gwConfig is the store's configuration for versitygw, the S3 server the tests run against.
+func gwConfig(g *testenv.VersityGW) s3.Config {
+	cfg := s3.DefaultConfig()
+	cfg.Endpoint, cfg.AccessKey, cfg.SecretKey = g.Endpoint, g.AccessKey, g.SecretKey
+	return cfg
+}
+
 func newStore(t *testing.T, cfg s3.Config) *s3.Store {
 	t.Helper()
 	s, err := s3.New(cfg)
@@ -31,7 +38,8 @@ func newStore(t *testing.T, cfg s3.Config) *s3.Store {
 	return s
 }
 
-func TestContract(t *testing.T) {
+// The contract on MinIO too: sites that still run it.
+func TestContractMinIO(t *testing.T) {
 	m := testenv.StartMinIO(t)
 	storetest.Run(t, func(t *testing.T) objstore.Store { return newStore(t, config(m)) })
 }
@@ -77,12 +85,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestOutage checks what readiness and the pipeline see when MinIO goes away and comes back: errors
-// that are transient (not ErrNotFound), returned within the caller's deadline, and recovery without
-// a new Store.
+// TestOutage checks what readiness and the pipeline see when the S3 server goes away and comes back:
+// errors that are transient (not ErrNotFound), returned within the caller's deadline, and recovery
+// without a new Store.
 func TestOutage(t *testing.T) {
-	m := testenv.StartMinIO(t)
-	s := newStore(t, config(m))
+	m := testenv.StartS3(t)
+	s := newStore(t, gwConfig(m))
 	ctx := t.Context()
 	if err := s.EnsureBucket(ctx, "media"); err != nil {
 		t.Fatal(err)
@@ -96,14 +104,14 @@ func TestOutage(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	if err := s.Ping(short); err == nil {
-		t.Error("Ping succeeded with MinIO stopped")
+		t.Error("Ping succeeded with the S3 server stopped")
 	}
 	_, err := s.Stat(short, "media", "k")
 	if err == nil || objstore.IsPermanent(err) {
-		t.Errorf("Stat with MinIO stopped = %v, want a transient error", err)
+		t.Errorf("Stat with the S3 server stopped = %v, want a transient error", err)
 	}
 	if took := time.Since(start); took > 4*time.Second {
-		t.Errorf("calls against a stopped MinIO took %s", took)
+		t.Errorf("calls against a stopped S3 server took %s", took)
 	}
 
 	m.Start()
@@ -115,8 +123,8 @@ func TestOutage(t *testing.T) {
 }
 
 func TestBadCredentials(t *testing.T) {
-	m := testenv.StartMinIO(t)
-	cfg := config(m)
+	m := testenv.StartS3(t)
+	cfg := gwConfig(m)
 	cfg.SecretKey = "wrong-secret"
 	s := newStore(t, cfg)
 	err := s.Ping(t.Context())

@@ -10,14 +10,21 @@ import (
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/mediaworker/mediaworker/objstore/s3"
 )
 
 // TestVersionedBucket: on a versioned bucket the version a Stat found is the one read, quarantined and
 // deleted, whatever was uploaded over it since; and deleting it removes that version for good, where a
 // plain delete would have left the infected bytes readable under a delete marker.
 func TestVersionedBucket(t *testing.T) {
-	m := testenv.StartMinIO(t)
-	s := newStore(t, config(m))
+	t.Run("versitygw", func(t *testing.T) {
+		testVersionedBucket(t, gwConfig(testenv.StartVersityGW(t, testenv.VersityGWOptions{Versioning: true})))
+	})
+	t.Run("minio", func(t *testing.T) { testVersionedBucket(t, config(testenv.StartMinIO(t))) })
+}
+
+func testVersionedBucket(t *testing.T, cfg s3.Config) {
+	s := newStore(t, cfg)
 	ctx := t.Context()
 	const b, key = "versioned", "u/p.jpg"
 	if err := s.EnsureBucket(ctx, b); err != nil {
