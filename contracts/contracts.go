@@ -158,3 +158,7 @@ func SubjectsFor(app string) Subjects {
 		Progress: base + "progress",
 	}
 }
+
+// HeaderWebhookEndpoint on a dead letter names the webhook endpoint an undelivered answer was for
+// (package webhooks writes it); such an entry is an answer, never a request to replay.
+const HeaderWebhookEndpoint = "Mw-Webhook-Endpoint"

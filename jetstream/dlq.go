@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mediaworker/mediaworker/webhooks"
+	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -104,7 +104,7 @@ func (d *DLQ) Replay(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	if ep := dl.Header.Get(webhooks.HeaderEndpoint); ep != "" {
+	if ep := dl.Header.Get(contracts.HeaderWebhookEndpoint); ep != "" {
 		// Its payload is an answer, not a request: replayed as a request it would be refused as
 		// junk, and the endpoint would still not have it.
 		return fmt.Errorf("%w: dead letter %d is a webhook delivery to endpoint %q, not a request; it cannot be replayed as one (delete it once the receiver has the answer)", ErrNotReplayable, seq, ep)

@@ -14,7 +14,6 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/pipeline"
-	"github.com/mediaworker/mediaworker/webhooks"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -253,7 +252,7 @@ func TestDLQReplayRefusesWebhookEntries(t *testing.T) {
 	}
 	m := nats.NewMsg(cfg.Subjects().DLQ)
 	m.Data = []byte(`{"mediaId":"00000000-0000-4000-8000-000000000000","success":true}`)
-	m.Header.Set(webhooks.HeaderEndpoint, "api")
+	m.Header.Set(contracts.HeaderWebhookEndpoint, "api")
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
 		t.Fatal(err)

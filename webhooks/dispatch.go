@@ -53,7 +53,7 @@ const (
 	headerConsumer   = "Mw-Consumer"
 	// HeaderEndpoint names the endpoint a dead-lettered delivery was for; HeaderStatus is its last
 	// HTTP status (empty when no answer came), HeaderWebhookID the webhook-id it was sent with.
-	HeaderEndpoint  = "Mw-Webhook-Endpoint"
+	HeaderEndpoint  = contracts.HeaderWebhookEndpoint
 	HeaderStatus    = "Mw-Webhook-Status"
 	HeaderWebhookID = "Mw-Webhook-Id"
 	// ReasonWebhook is the Mw-Reason of a delivery that outlived its retry schedule.

@@ -34,6 +34,8 @@ func TestDependencyArrows(t *testing.T) {
 		"console":    {""}, // a view: its data comes through its Source interface
 		// The store's upload events become ordinary requests: ingest knows the request, not how it is run.
 		"ingest": {"pipeline", "jetstream", "app", "scanner", "transcoder", "slots", "membudget"},
+		// Answers delivered over HTTP: webhooks reads the responses stream, knows the answer, not the job.
+		"webhooks": {"pipeline", "jetstream", "app", "scanner", "transcoder", "objstore", "slots", "membudget", "ingest"},
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -78,14 +80,14 @@ func importers(t *testing.T) map[string][]string {
 }
 
 // NATS belongs to jetstream: the rest of the worker reaches NATS through it. The object-store backend
-// on JetStream, the trace-context carrier and ingest (a consumer of the store's events, a publisher
-// of plain requests) are NATS by nature; app and cmd/mediaworker hold nats.go's
+// on JetStream, the trace-context carrier, ingest (a consumer of the store's events, a publisher
+// of plain requests) and webhooks (a consumer of the responses stream, per endpoint) are NATS by nature; app and cmd/mediaworker hold nats.go's
 // handles (a connection, JetStream contexts, the console's stream reads) but open them only through
 // jetstream.Connect (TestOnlyJetstreamConnects); the clients (benchmarks, the example API, the test
 // harness) talk to NATS as an API would. Nobody else may start.
 func TestOnlyTheseImportNATS(t *testing.T) {
 	allowed := map[string]bool{
-		"jetstream": true, "objstore/natsobj": true, "tracing": true, "ingest": true,
+		"jetstream": true, "objstore/natsobj": true, "tracing": true, "ingest": true, "webhooks": true,
 		"app": true, "cmd/mediaworker": true, // handles only; see TestOnlyJetstreamConnects
 		"bench": true, "examples/apiconsumer": true, "internal/testenv": true,
 	}
@@ -131,10 +133,11 @@ func TestOnlyJetstreamConnects(t *testing.T) {
 
 // The messages themselves belong to jetstream too: nobody else publishes, subscribes or consumes.
 // `submit`, the benchmarks and the console hear the worker through jetstream.Client; the object-store
-// backend on JetStream moves its chunks itself, ingest its events and the requests it makes of them; the example API and the test harness are clients.
+// backend on JetStream moves its chunks itself, ingest its events and the requests it makes of them, webhooks
+// the answers it delivers (and dead-letters); the example API and the test harness are clients.
 func TestOnlyJetstreamMovesMessages(t *testing.T) {
 	calls := regexp.MustCompile(`\.(Publish|PublishMsg|PublishMsgAsync|PublishAsync|Subscribe|QueueSubscribe|ChanSubscribe|SubscribeSync|OrderedConsumer|Consume|Messages|Fetch|FetchNoWait|Request|RequestWithContext)\(`)
-	allowed := []string{"jetstream/", "objstore/natsobj/", "ingest/", "examples/", "internal/testenv/"}
+	allowed := []string{"jetstream/", "objstore/natsobj/", "ingest/", "webhooks/", "examples/", "internal/testenv/"}
 	found := 0
 	for _, rel := range sourceFiles(t) {
 		b, err := os.ReadFile(filepath.Join(root(t), rel))
