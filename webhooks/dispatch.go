@@ -349,16 +349,16 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDeadLettered)
 		log.Error().Str("error", res.describe()).Msg("webhook undelivered after its last attempt: copied to the DLQ")
 	default:
-		delay := r.d.sched[attempt-1]
-		if res.retryAfter > 0 {
-			delay = min(res.retryAfter, maxRetryAfter)
-		}
+		// Retry-After may lengthen the schedule's wait, never shorten it: a receiver answering 429
+		// with "Retry-After: 1" would otherwise spend the whole day-long schedule in seconds and
+		// send the answer to the DLQ while it is still struggling.
+		delay := max(r.d.sched[attempt-1], min(res.retryAfter, maxRetryAfter))
 		if res.backoff() {
 			// The endpoint asked for a pause: no new pulls until it is over, so the answers behind
 			// this one do not each try (and fail) in the meantime.
 			pause := r.d.sched[0]
 			if res.retryAfter > 0 {
-				pause = delay
+				pause = min(res.retryAfter, maxRetryAfter)
 			}
 			r.mu.Lock()
 			r.holdUntil = time.Now().Add(pause)

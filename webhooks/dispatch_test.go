@@ -379,3 +379,29 @@ func TestProgressOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("counts: %d %d %d", progressOnly.processedCount(), both.processedCount(), answersOnly.processedCount())
 	}
 }
+
+// A Retry-After shorter than the schedule's wait does not shorten it: a receiver answering 429 with
+// "Retry-After: 1" must not spend the whole schedule in seconds and send the answer to the DLQ.
+func TestShortRetryAfterKeepsSchedule(t *testing.T) {
+	r := newRig(t)
+	secret := newSecret(t)
+	rc := newReceiver(t, secret)
+	rc.setAnswer(func(*http.Request) int { return http.StatusTooManyRequests })
+	inner := rc.srv.Config.Handler
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		inner.ServeHTTP(w, req)
+	})
+	obs := &counter{}
+	r.start(webhooks.Config{Schedule: steps(2, 3*time.Second),
+		Endpoints: []webhooks.Endpoint{{Name: "api", URL: rc.url(), Secrets: []string{secret}, AllowPrivate: true}}}, obs)
+	r.answer(uuid.NewString(), "media", "")
+	eventually(t, 30*time.Second, "dead-lettered", func() bool { return obs.get("api/"+webhooks.ResultDeadLettered) == 1 })
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, ts := range rc.times {
+		if len(ts) != 3 || ts[1].Sub(ts[0]) < 2900*time.Millisecond || ts[2].Sub(ts[1]) < 2900*time.Millisecond {
+			t.Fatalf("attempts at %v: each retry should wait the schedule's 3 s, not Retry-After's 1 s", ts)
+		}
+	}
+}
