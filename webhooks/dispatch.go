@@ -95,6 +95,9 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 		obs = nopObserver{}
 	}
 	d := &Dispatcher{js: js, streams: streams, subj: contracts.SubjectsFor(streams.App), sched: cfg.schedule(), obs: obs, log: log.With().Str("component", "webhooks").Logger()}
+	if err := d.checkRetention(ctx); err != nil {
+		return nil, err
+	}
 	for _, e := range cfg.All() {
 		r, err := d.newRunner(ctx, e)
 		if err != nil {
@@ -116,6 +119,25 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 		}
 	}
 	return d, nil
+}
+
+// checkRetention refuses a retry schedule the responses stream does not keep answers for: a retry is
+// the stream's copy delivered again, so an answer that expires (MaxAge) while its retries are still
+// due is never sent and never reaches the DLQ either, silently.
+func (d *Dispatcher) checkRetention(ctx context.Context) error {
+	s, err := d.js.Stream(ctx, d.streams.Responses)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", d.streams.Responses, err)
+	}
+	maxAge := s.CachedInfo().Config.MaxAge
+	var span time.Duration
+	for _, w := range d.sched {
+		span += w
+	}
+	if maxAge > 0 && span >= maxAge {
+		return fmt.Errorf("the webhook retry schedule spans %s, but stream %s keeps an answer only %s: answers still being retried would expire unsent and never reach the DLQ; shorten the retry schedule or keep the responses longer", span, d.streams.Responses, maxAge)
+	}
+	return nil
 }
 
 // Close stops the loops and waits for them; a delivery under way is cancelled and handed back, to be
