@@ -357,8 +357,13 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.note(res, StatusHealthy)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDelivered)
 	case res.status == 410:
-		r.disable(ctx, res)
-		_ = msg.Nak() // kept on the paused consumer: sent when the endpoint is enabled again
+		if r.disable(ctx, res) {
+			_ = msg.Nak() // kept on the paused consumer: sent when the endpoint is enabled again
+		} else {
+			// Not paused (refused by the account, or a server before 2.11): handed straight back it
+			// would be sent again at once, and again, to the endpoint that said it is gone.
+			_ = msg.NakWithDelay(r.d.sched[min(attempt, len(r.d.sched))-1])
+		}
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDisabled)
 	case attempt > len(r.d.sched):
 		if err := r.deadLetter(ctx, msg, meta, id, res, attempt); err != nil {
@@ -442,17 +447,19 @@ func contains(list []string, s string) bool {
 
 // disable pauses the endpoint's consumer: on the server, so every instance stops, a restart keeps it
 // stopped, and nothing it holds is lost; `mediaworker webhooks enable NAME` resumes it.
-func (r *runner) disable(ctx context.Context, res result) {
+// It says whether the consumer is paused.
+func (r *runner) disable(ctx context.Context, res result) bool {
 	r.note(res, StatusDisabled)
 	if r.cons == nil {
 		r.log.Error().Str("url", Redact(r.ep.URL)).Msg("webhook endpoint answered 410 Gone: progress to it stops until this instance restarts")
-		return
+		return false
 	}
 	if _, err := r.d.js.PauseConsumer(ctx, r.d.streams.Responses, r.durable, time.Now().AddDate(100, 0, 0)); err != nil {
-		r.log.Error().Err(err).Msg("pausing the consumer of an endpoint that answered 410 Gone")
-		return
+		r.log.Error().Err(err).Msg("pausing the consumer of an endpoint that answered 410 Gone; its deliveries are retried on the schedule instead")
+		return false
 	}
 	r.log.Error().Str("url", Redact(r.ep.URL)).Msg("webhook endpoint answered 410 Gone: disabled (its deliveries are kept; `mediaworker webhooks enable " + r.ep.Name + "` resumes them)")
+	return true
 }
 
 // deadLetter copies an answer that outlived its schedule to the DLQ, with the endpoint and the last
