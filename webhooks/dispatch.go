@@ -340,8 +340,9 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.log.Warn().Int("bytes", len(body)).Int("recommended", RecommendedMaxBody).Str("webhook_id", id).
 			Msg("answer is larger than Standard Webhooks recommends; sent whole, as published")
 	}
-	_ = msg.InProgress() // it may have waited for its slot: the ack wait starts again from here
+	stop := keepInProgress(msg)
 	res := r.client.send(ctx, id, body)
+	stop()
 	if ctx.Err() != nil {
 		_ = msg.Nak() // closing: hand it back now rather than after the ack wait
 		return
@@ -395,6 +396,36 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.note(res, StatusRetrying)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultRetry)
 		log.Warn().Str("error", res.describe()).Dur("retry_in", delay).Msg("webhook not delivered; retrying")
+	}
+}
+
+// inProgressEvery is how often a delivery under way tells the server it is still being worked on. The
+// consumer's ack wait is sized for this instance's timeout, but another instance (a rolling change of
+// the timeout) or an operator may have set it shorter: without this, a slow delivery would be handed
+// to another loop and sent twice at once. Every AckWait the worker sets is at least 30 s.
+var inProgressEvery = 10 * time.Second
+
+// keepInProgress marks msg in progress now and every inProgressEvery until the returned stop is called.
+func keepInProgress(msg jetstream.Msg) (stop func()) {
+	_ = msg.InProgress()
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(inProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
 	}
 }
 

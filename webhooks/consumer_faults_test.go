@@ -1,7 +1,12 @@
 package webhooks_test
 
+// Faults of the consumer the deliveries read: a pause the account refuses, an ack wait shorter than a
+// delivery.
+
 import (
+	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,5 +55,51 @@ func TestGoneWithoutPauseDoesNotHammer(t *testing.T) {
 	defer rc.mu.Unlock()
 	if rc.requests != 1 {
 		t.Fatalf("the endpoint that answered 410 got %d requests in a second, want 1 (the next an hour later)", rc.requests)
+	}
+}
+
+// A delivery slower than the consumer's ack wait (set shorter by another instance with a shorter
+// timeout, or by an operator) is not handed to another loop and sent again while it is under way.
+func TestSlowDeliveryNotSentTwiceAtOnce(t *testing.T) {
+	defer webhooks.SetInProgressEvery(300 * time.Millisecond)()
+	r := newRig(t)
+	secret := newSecret(t)
+	rc := newReceiver(t, secret)
+	var inFlight, most atomic.Int32
+	rc.setAnswer(func(*http.Request) int {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-time.After(4 * time.Second):
+		case <-rc.release:
+		}
+		return http.StatusOK
+	})
+	var obs counter
+	r.start(webhooks.Config{Schedule: steps(3, time.Hour),
+		Endpoints: []webhooks.Endpoint{{Name: "api", URL: rc.url(), Secrets: []string{secret}, AllowPrivate: true, Timeout: 30 * time.Second}}}, &obs)
+	ctx := context.Background()
+	c, err := r.js.Consumer(ctx, r.streams.Responses, webhooks.Durable("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.CachedInfo().Config
+	cc.AckWait = time.Second // as another instance with a shorter timeout, or `nats consumer edit`, sets it
+	if _, err := r.js.UpdateConsumer(ctx, r.streams.Responses, cc); err != nil {
+		t.Fatal(err)
+	}
+	r.answer(uuid.NewString(), "media", "")
+	eventually(t, 20*time.Second, "delivered", func() bool { return obs.get("api/"+webhooks.ResultDelivered) == 1 })
+	rc.mu.Lock()
+	reqs := rc.requests
+	rc.mu.Unlock()
+	if most.Load() != 1 || reqs != 1 {
+		t.Fatalf("one answer was sent %d times, %d at once; want once", reqs, most.Load())
 	}
 }
