@@ -95,6 +95,9 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 		obs = nopObserver{}
 	}
 	d := &Dispatcher{js: js, streams: streams, subj: contracts.SubjectsFor(streams.App), sched: cfg.schedule(), obs: obs, log: log.With().Str("component", "webhooks").Logger()}
+	if err := d.checkRetention(ctx); err != nil {
+		return nil, err
+	}
 	for _, e := range cfg.All() {
 		r, err := d.newRunner(ctx, e)
 		if err != nil {
@@ -116,6 +119,25 @@ func Start(ctx context.Context, js jetstream.JetStream, streams Streams, cfg Con
 		}
 	}
 	return d, nil
+}
+
+// checkRetention refuses a retry schedule the responses stream does not keep answers for: a retry is
+// the stream's copy delivered again, so an answer that expires (MaxAge) while its retries are still
+// due is never sent and never reaches the DLQ either, silently.
+func (d *Dispatcher) checkRetention(ctx context.Context) error {
+	s, err := d.js.Stream(ctx, d.streams.Responses)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", d.streams.Responses, err)
+	}
+	maxAge := s.CachedInfo().Config.MaxAge
+	var span time.Duration
+	for _, w := range d.sched {
+		span += w
+	}
+	if maxAge > 0 && span >= maxAge {
+		return fmt.Errorf("the webhook retry schedule spans %s, but stream %s keeps an answer only %s: answers still being retried would expire unsent and never reach the DLQ; shorten the retry schedule or keep the responses longer", span, d.streams.Responses, maxAge)
+	}
+	return nil
 }
 
 // Close stops the loops and waits for them; a delivery under way is cancelled and handed back, to be
@@ -318,8 +340,9 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.log.Warn().Int("bytes", len(body)).Int("recommended", RecommendedMaxBody).Str("webhook_id", id).
 			Msg("answer is larger than Standard Webhooks recommends; sent whole, as published")
 	}
-	_ = msg.InProgress() // it may have waited for its slot: the ack wait starts again from here
+	stop := keepInProgress(msg)
 	res := r.client.send(ctx, id, body)
+	stop()
 	if ctx.Err() != nil {
 		_ = msg.Nak() // closing: hand it back now rather than after the ack wait
 		return
@@ -335,8 +358,13 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.note(res, StatusHealthy)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDelivered)
 	case res.status == 410:
-		r.disable(ctx, res)
-		_ = msg.Nak() // kept on the paused consumer: sent when the endpoint is enabled again
+		if r.disable(ctx, res) {
+			_ = msg.Nak() // kept on the paused consumer: sent when the endpoint is enabled again
+		} else {
+			// Not paused (refused by the account, or a server before 2.11): handed straight back it
+			// would be sent again at once, and again, to the endpoint that said it is gone.
+			_ = msg.NakWithDelay(r.d.sched[min(attempt, len(r.d.sched))-1])
+		}
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDisabled)
 	case attempt > len(r.d.sched):
 		if err := r.deadLetter(ctx, msg, meta, id, res, attempt); err != nil {
@@ -349,16 +377,16 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultDeadLettered)
 		log.Error().Str("error", res.describe()).Msg("webhook undelivered after its last attempt: copied to the DLQ")
 	default:
-		delay := r.d.sched[attempt-1]
-		if res.retryAfter > 0 {
-			delay = min(res.retryAfter, maxRetryAfter)
-		}
+		// Retry-After may lengthen the schedule's wait, never shorten it: a receiver answering 429
+		// with "Retry-After: 1" would otherwise spend the whole day-long schedule in seconds and
+		// send the answer to the DLQ while it is still struggling.
+		delay := max(r.d.sched[attempt-1], min(res.retryAfter, maxRetryAfter))
 		if res.backoff() {
 			// The endpoint asked for a pause: no new pulls until it is over, so the answers behind
 			// this one do not each try (and fail) in the meantime.
 			pause := r.d.sched[0]
 			if res.retryAfter > 0 {
-				pause = delay
+				pause = min(res.retryAfter, maxRetryAfter)
 			}
 			r.mu.Lock()
 			r.holdUntil = time.Now().Add(pause)
@@ -368,6 +396,36 @@ func (r *runner) deliver(ctx context.Context, msg jetstream.Msg) {
 		r.note(res, StatusRetrying)
 		r.d.obs.WebhookDelivery(r.ep.Name, ResultRetry)
 		log.Warn().Str("error", res.describe()).Dur("retry_in", delay).Msg("webhook not delivered; retrying")
+	}
+}
+
+// inProgressEvery is how often a delivery under way tells the server it is still being worked on. The
+// consumer's ack wait is sized for this instance's timeout, but another instance (a rolling change of
+// the timeout) or an operator may have set it shorter: without this, a slow delivery would be handed
+// to another loop and sent twice at once. Every AckWait the worker sets is at least 30 s.
+var inProgressEvery = 10 * time.Second
+
+// keepInProgress marks msg in progress now and every inProgressEvery until the returned stop is called.
+func keepInProgress(msg jetstream.Msg) (stop func()) {
+	_ = msg.InProgress()
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(inProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
 	}
 }
 
@@ -420,17 +478,19 @@ func contains(list []string, s string) bool {
 
 // disable pauses the endpoint's consumer: on the server, so every instance stops, a restart keeps it
 // stopped, and nothing it holds is lost; `mediaworker webhooks enable NAME` resumes it.
-func (r *runner) disable(ctx context.Context, res result) {
+// It says whether the consumer is paused.
+func (r *runner) disable(ctx context.Context, res result) bool {
 	r.note(res, StatusDisabled)
 	if r.cons == nil {
 		r.log.Error().Str("url", Redact(r.ep.URL)).Msg("webhook endpoint answered 410 Gone: progress to it stops until this instance restarts")
-		return
+		return false
 	}
 	if _, err := r.d.js.PauseConsumer(ctx, r.d.streams.Responses, r.durable, time.Now().AddDate(100, 0, 0)); err != nil {
-		r.log.Error().Err(err).Msg("pausing the consumer of an endpoint that answered 410 Gone")
-		return
+		r.log.Error().Err(err).Msg("pausing the consumer of an endpoint that answered 410 Gone; its deliveries are retried on the schedule instead")
+		return false
 	}
 	r.log.Error().Str("url", Redact(r.ep.URL)).Msg("webhook endpoint answered 410 Gone: disabled (its deliveries are kept; `mediaworker webhooks enable " + r.ep.Name + "` resumes them)")
+	return true
 }
 
 // deadLetter copies an answer that outlived its schedule to the DLQ, with the endpoint and the last

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/mediaworker/mediaworker/webhooks"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // 1,000 answers (a tenth of them virus events) → 1,000 deliveries, each verified by the reference
@@ -378,4 +380,52 @@ func TestProgressOnlyWhenAsked(t *testing.T) {
 	if progressOnly.processedCount() != n || both.processedCount() != n+1 || answersOnly.processedCount() != 1 {
 		t.Fatalf("counts: %d %d %d", progressOnly.processedCount(), both.processedCount(), answersOnly.processedCount())
 	}
+}
+
+// A Retry-After shorter than the schedule's wait does not shorten it: a receiver answering 429 with
+// "Retry-After: 1" must not spend the whole schedule in seconds and send the answer to the DLQ.
+func TestShortRetryAfterKeepsSchedule(t *testing.T) {
+	r := newRig(t)
+	secret := newSecret(t)
+	rc := newReceiver(t, secret)
+	rc.setAnswer(func(*http.Request) int { return http.StatusTooManyRequests })
+	inner := rc.srv.Config.Handler
+	rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		inner.ServeHTTP(w, req)
+	})
+	obs := &counter{}
+	r.start(webhooks.Config{Schedule: steps(2, 3*time.Second),
+		Endpoints: []webhooks.Endpoint{{Name: "api", URL: rc.url(), Secrets: []string{secret}, AllowPrivate: true}}}, obs)
+	r.answer(uuid.NewString(), "media", "")
+	eventually(t, 30*time.Second, "dead-lettered", func() bool { return obs.get("api/"+webhooks.ResultDeadLettered) == 1 })
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, ts := range rc.times {
+		if len(ts) != 3 || ts[1].Sub(ts[0]) < 2900*time.Millisecond || ts[2].Sub(ts[1]) < 2900*time.Millisecond {
+			t.Fatalf("attempts at %v: each retry should wait the schedule's 3 s, not Retry-After's 1 s", ts)
+		}
+	}
+}
+
+// A retry schedule longer than the responses stream keeps an answer is refused at start: the late
+// retries would find the answer expired, and it would be lost without a DLQ entry.
+func TestScheduleLongerThanRetentionRefused(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if _, err := r.js.UpdateStream(ctx, jetstream.StreamConfig{Name: r.streams.Responses, Subjects: []string{r.subj.Response, r.subj.Virus},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, MaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	secret := newSecret(t)
+	ep := webhooks.Endpoint{Name: "api", URL: "https://api.example/hooks", Secrets: []string{secret}}
+	_, err := webhooks.Start(ctx, r.js, r.streams, webhooks.Config{Schedule: []time.Duration{5 * time.Second, 30 * time.Minute, 40 * time.Minute}, Endpoints: []webhooks.Endpoint{ep}}, nil, zerolog.Nop())
+	if err == nil || !strings.Contains(err.Error(), "spans 1h10m5s") || !strings.Contains(err.Error(), "only 1h0m0s") {
+		t.Fatalf("a 70 min schedule on a stream keeping answers 1 h: %v", err)
+	}
+	d, err := webhooks.Start(ctx, r.js, r.streams, webhooks.Config{Schedule: []time.Duration{5 * time.Second, 30 * time.Minute}, Endpoints: []webhooks.Endpoint{ep}}, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("a 30 min schedule on a stream keeping answers 1 h: %v", err)
+	}
+	d.Close()
 }

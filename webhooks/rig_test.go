@@ -39,6 +39,12 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rigOn(t, js)
+}
+
+// rigOn makes the rig's streams on js (a server of the test's own).
+func rigOn(t *testing.T, js jetstream.JetStream) *rig {
+	t.Helper()
 	r := &rig{t: t, js: js, subj: contracts.SubjectsFor("app"),
 		streams: webhooks.Streams{App: "app", Responses: "APP_MEDIA_RESPONSES", DLQStream: "APP_MEDIA_DLQ", Replicas: 1}}
 	ctx := context.Background()

@@ -94,8 +94,10 @@ func retryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 {
+		// Bounded before the multiplication: a huge value (say 18446744074) would wrap around
+		// to a fraction of a second, the opposite of what the endpoint asked.
+		return time.Duration(min(s, int64(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

@@ -48,8 +48,9 @@ func TestConfigFileWebhookEndpoints(t *testing.T) {
 	}
 
 	// `config` masks the secrets and the URL's query.
-	code, out, errs := run(t, "config", "--config", path, "--webhook-url", "https://one.example/h", "--webhook-secret", webhookSecret)
-	if strings.Contains(out, "MfKQ9r8") || strings.Contains(out, "AAECAwQF") || strings.Contains(out, "token=abc") || !strings.Contains(out, "webhook endpoint: api https://api.example/hooks") {
+	code, out, errs := run(t, "config", "--config", path, "--webhook-url", "https://one.example/h?sig=flagtoken", "--webhook-secret", webhookSecret)
+	if strings.Contains(out, "MfKQ9r8") || strings.Contains(out, "AAECAwQF") || strings.Contains(out, "token=abc") || strings.Contains(out, "flagtoken") ||
+		!strings.Contains(out, "https://one.example/h ") || !strings.Contains(out, "webhook endpoint: api https://api.example/hooks") {
 		t.Fatalf("config output (exit %d) shows a secret or lacks the endpoints:\n%s%s", code, out, errs)
 	}
 }
