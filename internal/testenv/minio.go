@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,67 +52,8 @@ func MinIOBinary(t testing.TB) string {
 // of running several. scripts/test.sh calls it (through internal/testenv/cmd/minio-build) before the
 // tests, so the build shows up as its own step.
 func EnsureMinIO(logf func(format string, args ...any)) (string, error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(cache, "minio-"+MinIOVersion, "minio")
-	// The binary is renamed into place only when complete, so its existence is enough.
-	if isExecutable(bin) {
-		return bin, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", fmt.Errorf("creating cache dir: %w", err)
-	}
-	unlock, err := lockFile(filepath.Join(cache, "minio.lock"))
-	if err != nil {
-		return "", fmt.Errorf("locking the MinIO build: %w", err)
-	}
-	defer unlock()
-	if isExecutable(bin) { // built by another package while we waited for the lock
-		return bin, nil
-	}
-	if err := buildMinIO(logf, bin); err != nil {
-		return "", fmt.Errorf("building MinIO %s: %w", MinIOVersion, err)
-	}
-	return bin, nil
-}
-
-func buildMinIO(logf func(format string, args ...any), bin string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go command is needed to build MinIO: %w", err)
-	}
-	dir := filepath.Dir(bin)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".minio-build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-
-	logf("building MinIO %s from the Go module proxy into %s (a cold build takes about 5 minutes)", MinIOVersion, dir)
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), minioBuildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "install", "github.com/minio/minio@"+MinIOVersion)
-	// Outside any module, so the repository's go.mod is neither used nor touched.
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GO111MODULE=on")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go install: %w\n%s", err, TailLines(out, 40))
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.Rename(filepath.Join(tmp, "minio"), bin); err != nil {
-		return err
-	}
-	logf("built MinIO in %s", time.Since(start).Round(time.Second))
-	return nil
+	return goTool{what: "MinIO", pkg: "github.com/minio/minio", version: MinIOVersion, cache: "minio", file: "minio",
+		timeout: minioBuildTimeout}.ensure(logf)
 }
 
 // lockFile takes an exclusive flock on path, waiting for other holders.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -39,52 +38,8 @@ func VersityGWBinary(t testing.TB) string {
 // were most of the wait). A file lock makes parallel test packages wait for one build.
 // scripts/test.sh runs it (internal/testenv/cmd/versitygw-build) before the tests.
 func EnsureVersityGW(logf func(format string, args ...any)) (string, error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(cache, "versitygw-"+VersityGWVersion, "versitygw")
-	if isExecutable(bin) { // renamed into place only when complete
-		return bin, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", fmt.Errorf("creating cache dir: %w", err)
-	}
-	unlock, err := lockFile(filepath.Join(cache, "versitygw.lock"))
-	if err != nil {
-		return "", fmt.Errorf("locking the versitygw build: %w", err)
-	}
-	defer unlock()
-	if isExecutable(bin) {
-		return bin, nil
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("the go command is needed to build versitygw: %w", err)
-	}
-	tmp, err := os.MkdirTemp(cache, ".versitygw-build-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	logf("building versitygw %s from the Go module proxy into %s", VersityGWVersion, filepath.Dir(bin))
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), versityGWBuildTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "install", "github.com/versity/versitygw/cmd/versitygw@"+VersityGWVersion)
-	cmd.Dir = tmp // outside any module: the repository's go.mod is neither used nor touched
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GO111MODULE=on")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building versitygw %s: go install: %w\n%s", VersityGWVersion, err, TailLines(out, 40))
-	}
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(filepath.Join(tmp, "versitygw"), bin); err != nil {
-		return "", err
-	}
-	logf("built versitygw in %s", time.Since(start).Round(time.Second))
-	return bin, nil
+	return goTool{what: "versitygw", pkg: "github.com/versity/versitygw/cmd/versitygw", version: VersityGWVersion,
+		cache: "versitygw", file: "versitygw", timeout: versityGWBuildTimeout}.ensure(logf)
 }
 
 // VersityGWOptions configures a versitygw process.
