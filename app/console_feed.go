@@ -77,9 +77,32 @@ type trackedProcessor struct {
 	s    *consoleState
 }
 
-// Triage is quick and holds no job: it is not tracked.
+// Triage is quick and is not tracked while it runs; but a request it hands back (the object store
+// down, say) is still owed an answer, so it is listed as retrying like a lane's job, until it is
+// triaged, its lane's job starts or it is answered.
 func (t trackedProcessor) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
-	return t.next.Triage(ctx, req)
+	start := time.Now()
+	out := t.next.Triage(ctx, req)
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetRequest(req)
+	if out.Kind == pipeline.Retry {
+		s.nextJob++
+		s.jobs[s.nextJob] = &trackedJob{Job: console.Job{MediaID: req.MediaID, File: console.FileName(req.S3Key), Started: start, Progress: -1},
+			req: req, retrying: true}
+		s.forgetRetrying(rememberedJobs)
+	}
+	return out
+}
+
+// forgetRequest drops the retrying entry a delivery of req left: a new delivery replaces it.
+func (s *consoleState) forgetRequest(req contracts.Request) {
+	for id, j := range s.jobs {
+		if j.retrying && sameRequest(j.req, req) {
+			delete(s.jobs, id)
+		}
+	}
 }
 
 func (t trackedProcessor) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
@@ -87,11 +110,7 @@ func (t trackedProcessor) Process(ctx context.Context, req contracts.Request, la
 	start := time.Now()
 	file := console.FileName(req.S3Key)
 	s.mu.Lock()
-	for id, j := range s.jobs { // a redelivery replaces the entry its last delivery left
-		if j.retrying && sameRequest(j.req, req) {
-			delete(s.jobs, id)
-		}
-	}
+	s.forgetRequest(req)
 	s.nextJob++
 	id := s.nextJob
 	s.jobs[id] = &trackedJob{Job: console.Job{MediaID: req.MediaID, File: file, Started: start, Progress: -1}, req: req}

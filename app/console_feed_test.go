@@ -183,8 +183,15 @@ func (retryingProcessor) Process(ctx context.Context, req contracts.Request, lan
 	return pipeline.Outcome{Kind: pipeline.Retry, MediaKind: lane, Err: errors.New("scanning: clamd unavailable")}
 }
 
-// TestConsoleKeepsRetryingJobsInFlight: a job handed back for another delivery is still owed an answer:
-// it stays in flight, marked retrying, once however often it is delivered, until its response is on
+// retryingTriage hands every request back from triage, as it does while the object store is down.
+type retryingTriage struct{ retryingProcessor }
+
+func (retryingTriage) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	return pipeline.Outcome{Kind: pipeline.Retry, Err: errors.New("checking: object store unavailable")}
+}
+
+// TestConsoleKeepsRetryingJobsInFlight: a job handed back for another delivery (by triage or by its
+// lane) is still owed an answer: it stays in flight, marked retrying, once however often it is delivered, until its response is on
 // the stream; the answer then carries its file name.
 func TestConsoleKeepsRetryingJobsInFlight(t *testing.T) {
 	srv := testenv.StartNATS(t)
@@ -201,7 +208,18 @@ func TestConsoleKeepsRetryingJobsInFlight(t *testing.T) {
 	defer st.stop()
 
 	req := contracts.Request{MediaID: "photo-1", S3Bucket: "media", S3Key: "u/1/beach.jpg"}
-	for range 3 { // three deliveries of the one request
+	// Triage hands it back, then routes it; then its lane hands it back, three times.
+	if out := st.track(retryingTriage{}).Triage(context.Background(), req); out.Kind != pipeline.Retry {
+		t.Fatalf("triage: %+v", out)
+	}
+	if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].File != "beach.jpg" || jobs[0].State != "retrying" {
+		t.Fatalf("a request triage handed back is not listed as retrying: %+v", jobs)
+	}
+	st.track(retryingProcessor{}).Triage(context.Background(), req)
+	if jobs := st.inFlight(); len(jobs) != 0 {
+		t.Fatalf("a triaged request is still listed as retrying: %+v", jobs)
+	}
+	for range 3 {
 		st.track(retryingProcessor{}).Process(context.Background(), req, pipeline.Image)
 		if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].MediaID != "photo-1" || jobs[0].File != "beach.jpg" || jobs[0].State != "retrying" {
 			t.Fatalf("a handed-back job is not listed once as retrying: %+v", jobs)
