@@ -77,6 +77,20 @@ func (s *consoleSource) dlq() *natsjs.DLQ { return natsjs.NewDLQ(s.a.js, s.a.cfg
 func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 	a := s.a
 	snap := console.Snapshot{InFlight: s.st.inFlight()}
+	if a.deps != nil {
+		// A job handed back waits for what is down: the worker holds it, or pulls nothing, until then.
+		if down := a.deps.Down(); len(down) > 0 {
+			names := make([]string, len(down))
+			for i, d := range down {
+				names[i] = strings.ReplaceAll(d.Name, "_", " ")
+			}
+			for i := range snap.InFlight {
+				if snap.InFlight[i].State != "" {
+					snap.InFlight[i].State = "waiting for " + strings.Join(names, ", ")
+				}
+			}
+		}
+	}
 	snap.Recent, snap.Throughput = s.st.outcomes()
 	snap.Instance, _ = os.Hostname()
 

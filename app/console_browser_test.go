@@ -104,6 +104,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		"the queue":                "_MEDIA_REQUESTS",
 		"the consumer":             w.cfg.Streams.Durable,
 		"the photo's mediaId":      photoID,
+		"the photo's file name":    `<span class="file">holiday.jpg</span>`,
+		"the virus's file name":    `<span class="file">invoice.jpg</span>`,
 		"the virus event":          testenv.EICARSignature,
 		"the virus standing out":   `class="outcome r-infected"`,
 		"the PDF's failure":        "application/pdf",
@@ -385,4 +387,57 @@ func TestStaleSignatures(t *testing.T) {
 	if !strings.Contains(live, "clamd unavailable") || !strings.Contains(live, "jobs wait until it answers") || !strings.Contains(live, `id="dlq"`) {
 		t.Errorf("the console with clamd stopped:\n%s", live)
 	}
+}
+
+// TestConsoleListsJobsHeldThroughAnOutage: clamd stops, a request comes: the job meets the outage and
+// the worker holds it until clamd is back. All that time the console lists it in flight, by its file
+// name, as waiting for clamd (or, should the dependency watcher see the outage before the pull, counts
+// it among the requests not taken until clamd is back); once answered it leaves the card and its answer
+// is listed by the same file name.
+func TestConsoleListsJobsHeldThroughAnOutage(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	w := startWorld(t, app.StorageNATS, clamd, nil)
+	base := "http://" + w.app.HTTPAddr()
+	key := w.upload(testenv.MakeJPEG(t, t.TempDir(), 320, 240), "u/5/beach day.jpg")
+	card := func(id string) string {
+		t.Helper()
+		_, live := get(t, base+"/console/live")
+		m := regexp.MustCompile(`(?s)<section class="card[^"]*" id="` + id + `".*?</section>`).FindString(live)
+		if m == "" {
+			t.Fatalf("the console lacks its %s card:\n%s", id, live)
+		}
+		return m
+	}
+	clamd.Stop()
+	id := w.request(key)
+	file := `<span class="file">beach day.jpg</span>`
+	testenv.Eventually(t, time.Minute, func() error {
+		switch c := card("inflight"); {
+		case strings.Contains(c, file) && strings.Contains(c, id) && strings.Contains(c, `<span class="tag job-state">waiting for clamd</span>`):
+			t.Logf("held in flight: %s", regexp.MustCompile(`(?s)<li class="job.*?</li>`).FindString(c))
+		case strings.Contains(c, "1 more queued, not taken until clamd is back."):
+			t.Logf("not taken: clamd was seen down before the pull")
+		default:
+			return fmt.Errorf("the job is not listed in flight while clamd is down:\n%s", c)
+		}
+		return nil
+	})
+	// Still there a few refreshes later: held, not dropped.
+	time.Sleep(2 * time.Second)
+	if c := card("inflight"); !strings.Contains(c, id) && !strings.Contains(c, "1 more queued") {
+		t.Fatalf("the held job left the in-flight card before it was answered:\n%s", c)
+	}
+	clamd.Start()
+	if r := w.await(id, 2*time.Minute); !r.Success {
+		t.Fatalf("after clamd came back: %+v", r)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if c := card("inflight"); strings.Contains(c, id) {
+			return fmt.Errorf("the answered job is still in flight:\n%s", c)
+		}
+		if c := card("recent"); !strings.Contains(c, file+` <span class="mono id muted small">`+id+`</span>`) {
+			return fmt.Errorf("the answer is not listed by its file name:\n%s", c)
+		}
+		return nil
+	})
 }

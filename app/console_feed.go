@@ -34,7 +34,7 @@ type consoleState struct {
 	ring    *console.Ring
 
 	mu        sync.Mutex
-	jobs      map[uint64]*console.Job
+	jobs      map[uint64]*trackedJob
 	nextJob   uint64
 	durations map[string]jobEnd // by mediaId, for jobs this instance ran
 	order     []string          // durations' keys, oldest first
@@ -46,11 +46,26 @@ type consoleState struct {
 
 type jobEnd struct {
 	kind     string
+	file     string
 	duration time.Duration
 }
 
+// trackedJob is one job in the console's list: running, or waiting for another delivery after a
+// transient failure (retrying), until its request is answered.
+type trackedJob struct {
+	console.Job
+	req      contracts.Request // the request's identity, to replace the entry when it is delivered again
+	retrying bool
+}
+
+// sameRequest reports whether a and b are one request, as far as the console can tell (it does not
+// see the stream sequence).
+func sameRequest(a, b contracts.Request) bool {
+	return a.MediaID == b.MediaID && a.S3Bucket == b.S3Bucket && a.S3Key == b.S3Key
+}
+
 func newConsoleState(streams natsjs.Config, log zerolog.Logger) *consoleState {
-	return &consoleState{streams: streams, log: log, ring: &console.Ring{}, jobs: map[uint64]*console.Job{},
+	return &consoleState{streams: streams, log: log, ring: &console.Ring{}, jobs: map[uint64]*trackedJob{},
 		durations: map[string]jobEnd{}, viruses: map[string]contracts.VirusEvent{}, stop: func() {}}
 }
 
@@ -62,30 +77,60 @@ type trackedProcessor struct {
 	s    *consoleState
 }
 
-// Triage is quick and holds no job: it is not tracked.
+// Triage is quick and is not tracked while it runs; but a request it hands back (the object store
+// down, say) is still owed an answer, so it is listed as retrying like a lane's job, until it is
+// triaged, its lane's job starts or it is answered.
 func (t trackedProcessor) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
-	return t.next.Triage(ctx, req)
+	start := time.Now()
+	out := t.next.Triage(ctx, req)
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forgetRequest(req)
+	if out.Kind == pipeline.Retry {
+		s.nextJob++
+		s.jobs[s.nextJob] = &trackedJob{Job: console.Job{MediaID: req.MediaID, File: console.FileName(req.S3Key), Started: start, Progress: -1},
+			req: req, retrying: true}
+		s.forgetRetrying(rememberedJobs)
+	}
+	return out
+}
+
+// forgetRequest drops the retrying entry a delivery of req left: a new delivery replaces it.
+func (s *consoleState) forgetRequest(req contracts.Request) {
+	for id, j := range s.jobs {
+		if j.retrying && sameRequest(j.req, req) {
+			delete(s.jobs, id)
+		}
+	}
 }
 
 func (t trackedProcessor) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
 	s := t.s
 	start := time.Now()
+	file := console.FileName(req.S3Key)
 	s.mu.Lock()
+	s.forgetRequest(req)
 	s.nextJob++
 	id := s.nextJob
-	s.jobs[id] = &console.Job{MediaID: req.MediaID, Started: start, Progress: -1}
+	s.jobs[id] = &trackedJob{Job: console.Job{MediaID: req.MediaID, File: file, Started: start, Progress: -1}, req: req}
 	s.mu.Unlock()
 
 	out := t.next.Process(ctx, req, lane)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.jobs, id)
-	if out.Kind != pipeline.Retry {
+	if out.Kind == pipeline.Retry {
+		// Handed back (after a hold while a dependency is down, or with a backoff): the request is
+		// still owed an answer, so it stays listed until one is on the responses stream (record).
+		s.jobs[id].retrying = true
+		s.forgetRetrying(rememberedJobs)
+	} else {
+		delete(s.jobs, id)
 		if _, ok := s.durations[req.MediaID]; !ok {
 			s.order = append(s.order, req.MediaID)
 		}
-		s.durations[req.MediaID] = jobEnd{kind: string(out.MediaKind), duration: time.Since(start)}
+		s.durations[req.MediaID] = jobEnd{kind: string(out.MediaKind), file: file, duration: time.Since(start)}
 		if len(s.order) > rememberedJobs {
 			delete(s.durations, s.order[0])
 			s.order = s.order[1:]
@@ -99,6 +144,24 @@ func (t trackedProcessor) Process(ctx context.Context, req contracts.Request, la
 		}
 	}
 	return out
+}
+
+// forgetRetrying drops the oldest retrying entries beyond keep: their answers may come from another
+// instance after this console lost track of the stream, and the list must not grow forever.
+func (s *consoleState) forgetRetrying(keep int) {
+	var ids []uint64
+	for id, j := range s.jobs {
+		if j.retrying {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) <= keep {
+		return
+	}
+	slices.Sort(ids) // ids grow with each delivery: the lowest are the oldest
+	for _, id := range ids[:len(ids)-keep] {
+		delete(s.jobs, id)
+	}
 }
 
 // progressed records a progress report (videos publish them while they transcode).
@@ -118,7 +181,11 @@ func (s *consoleState) inFlight() []console.Job {
 	defer s.mu.Unlock()
 	out := make([]console.Job, 0, len(s.jobs))
 	for _, j := range s.jobs {
-		out = append(out, *j)
+		job := j.Job
+		if j.retrying {
+			job.State = "retrying"
+		}
+		out = append(out, job)
 	}
 	slices.SortFunc(out, func(a, b console.Job) int { return a.Started.Compare(b.Started) })
 	return out
@@ -204,10 +271,17 @@ func (s *consoleState) record(subject string, header nats.Header, data []byte, a
 	o := outcomeOf(r, header.Get(natsjs.HeaderOutcome), at)
 	if v, ok := s.viruses[r.MediaID]; ok {
 		o.Result, o.Virus, o.Action = console.ResultInfected, v.VirusName, v.ActionTaken
+		o.File = console.FileName(v.S3Key)
 		delete(s.viruses, r.MediaID)
 	}
+	for id, j := range s.jobs { // answered: no longer waiting for another delivery
+		if j.retrying && j.MediaID == r.MediaID {
+			o.File = j.File
+			delete(s.jobs, id)
+		}
+	}
 	if end, ok := s.durations[r.MediaID]; ok {
-		o.Duration = end.duration
+		o.Duration, o.File = end.duration, end.file
 		if o.Kind == "" {
 			o.Kind = end.kind
 		}

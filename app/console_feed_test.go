@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -136,10 +137,10 @@ func TestConsoleTracksJobsInFlight(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		st.track(p).Process(context.Background(), contracts.Request{MediaID: "clip-1"}, pipeline.Video)
+		st.track(p).Process(context.Background(), contracts.Request{MediaID: "clip-1", S3Key: "u/7/holiday clip.mov"}, pipeline.Video)
 	}()
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].MediaID != "clip-1" || jobs[0].Progress >= 0 {
+		if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].MediaID != "clip-1" || jobs[0].File != "holiday clip.mov" || jobs[0].State != "" || jobs[0].Progress >= 0 {
 			return fmt.Errorf("in flight: %+v", jobs)
 		}
 		return nil
@@ -164,11 +165,91 @@ func TestConsoleTracksJobsInFlight(t *testing.T) {
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
 		recent, _ := st.outcomes()
-		if len(recent) != 1 || recent[0].Duration <= 0 || recent[0].Kind != "video" {
-			return fmt.Errorf("the response did not get the job's duration and kind: %+v", recent)
+		if len(recent) != 1 || recent[0].Duration <= 0 || recent[0].Kind != "video" || recent[0].File != "holiday clip.mov" {
+			return fmt.Errorf("the response did not get the job's duration, kind and file name: %+v", recent)
 		}
 		return nil
 	})
+}
+
+// retryingProcessor fails every job for a transient cause, as a job does while clamd is down.
+type retryingProcessor struct{}
+
+func (retryingProcessor) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	return pipeline.Routed(pipeline.Image, "image/jpeg")
+}
+
+func (retryingProcessor) Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome {
+	return pipeline.Outcome{Kind: pipeline.Retry, MediaKind: lane, Err: errors.New("scanning: clamd unavailable")}
+}
+
+// retryingTriage hands every request back from triage, as it does while the object store is down.
+type retryingTriage struct{ retryingProcessor }
+
+func (retryingTriage) Triage(ctx context.Context, req contracts.Request) pipeline.Outcome {
+	return pipeline.Outcome{Kind: pipeline.Retry, Err: errors.New("checking: object store unavailable")}
+}
+
+// TestConsoleKeepsRetryingJobsInFlight: a job handed back for another delivery (by triage or by its
+// lane) is still owed an answer: it stays in flight, marked retrying, once however often it is delivered, until its response is on
+// the stream; the answer then carries its file name.
+func TestConsoleKeepsRetryingJobsInFlight(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	js, err := jetstream.New(testenv.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := natsjs.DefaultConfig()
+	if err := natsjs.Provision(context.Background(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st := newConsoleState(cfg, zerolog.Nop())
+	st.start(js)
+	defer st.stop()
+
+	req := contracts.Request{MediaID: "photo-1", S3Bucket: "media", S3Key: "u/1/beach.jpg"}
+	// Triage hands it back, then routes it; then its lane hands it back, three times.
+	if out := st.track(retryingTriage{}).Triage(context.Background(), req); out.Kind != pipeline.Retry {
+		t.Fatalf("triage: %+v", out)
+	}
+	if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].File != "beach.jpg" || jobs[0].State != "retrying" {
+		t.Fatalf("a request triage handed back is not listed as retrying: %+v", jobs)
+	}
+	st.track(retryingProcessor{}).Triage(context.Background(), req)
+	if jobs := st.inFlight(); len(jobs) != 0 {
+		t.Fatalf("a triaged request is still listed as retrying: %+v", jobs)
+	}
+	for range 3 {
+		st.track(retryingProcessor{}).Process(context.Background(), req, pipeline.Image)
+		if jobs := st.inFlight(); len(jobs) != 1 || jobs[0].MediaID != "photo-1" || jobs[0].File != "beach.jpg" || jobs[0].State != "retrying" {
+			t.Fatalf("a handed-back job is not listed once as retrying: %+v", jobs)
+		}
+	}
+	if _, err := js.Publish(context.Background(), cfg.Subjects().Response, []byte(`{"mediaId":"photo-1","success":false,"error":"gave up after 5 deliveries: scanning: clamd unavailable"}`)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if jobs := st.inFlight(); len(jobs) != 0 {
+			return fmt.Errorf("the answered job is still in flight: %+v", jobs)
+		}
+		if recent, _ := st.outcomes(); len(recent) != 1 || recent[0].File != "beach.jpg" {
+			return fmt.Errorf("the answer lacks the job's file name: %+v", recent)
+		}
+		return nil
+	})
+
+	// Bounded: the oldest retrying entries go first.
+	for i := range rememberedJobs + 5 {
+		st.track(retryingProcessor{}).Process(context.Background(), contracts.Request{MediaID: fmt.Sprintf("m-%d", i), S3Key: "k.jpg"}, pipeline.Image)
+	}
+	jobs := st.inFlight()
+	listed := map[string]bool{}
+	for _, j := range jobs {
+		listed[j.MediaID] = true
+	}
+	if len(jobs) != rememberedJobs || listed["m-4"] || !listed["m-5"] {
+		t.Fatalf("retrying entries: %d, m-4 (oldest, dropped) %v, m-5 (kept) %v", len(jobs), listed["m-4"], listed["m-5"])
+	}
 }
 
 // TestConsoleShowsRescues: the worker reports each stranded message it settles to its Observer, the

@@ -70,14 +70,21 @@ type Memory struct {
 // Job is one job this instance holds now.
 type Job struct {
 	MediaID  string
+	File     string    // the upload's name (FileName of its s3Key)
 	Kind     string    // "" until detected
 	Started  time.Time // when this delivery started
 	Progress float64   // 0–1; < 0 when the job reports none (images)
+	// State is "" while the job runs. A job whose delivery failed for a transient cause stays listed
+	// until its request is answered (by any instance), with why it waits: "retrying" while its
+	// delivery is handed back for another, "waiting for clamd" while a dependency it needs is down
+	// (the worker holds it, or pulls nothing, until it is back).
+	State string
 }
 
 // Outcome is one settled request, as its response (and virus event) on the responses stream tell.
 type Outcome struct {
 	MediaID    string
+	File       string // the upload's name (FileName of its s3Key); "" when the worker that answered is not this one
 	Kind       string // image, video or "" when the response does not tell
 	Result     string // one of the Result* constants
 	Error      string

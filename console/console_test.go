@@ -331,7 +331,7 @@ func TestConsoleShowsAssetFacts(t *testing.T) {
 	}
 	items := map[string]string{}
 	for _, m := range regexp.MustCompile(`(?s)<li class="outcome[^"]*">(.*?)</li>`).FindAllStringSubmatch(body, -1) {
-		id := regexp.MustCompile(`<div class="mono id">([^<]*)</div>`).FindStringSubmatch(m[1])
+		id := regexp.MustCompile(`<span class="mono id[^"]*">([^<]*)</span>`).FindStringSubmatch(m[1])
 		if id != nil {
 			items[id[1]] = m[1]
 		}
@@ -402,5 +402,45 @@ func TestSlotsShowTheMemoryBudget(t *testing.T) {
 	_, body, _ = fetch(t, noRedirect(), req)
 	if strings.Contains(body, `id="memory"`) {
 		t.Errorf("without a budget the page should show none:\n%s", body)
+	}
+}
+
+// Jobs and answers are named by their upload's file (the base of its key) beside the mediaId; a key is
+// the uploader's, so the name is escaped, stripped of control and bidi characters, and cut when long.
+// A job handed back after a transient failure stays in flight with why it waits, and no progress bar;
+// requests the worker does not take while a dependency is down are counted in the same card.
+func TestJobsShowFileNamesAndWhyTheyWait(t *testing.T) {
+	srv, src := newServer(t, Config{Open: true})
+	now := time.Now()
+	long := strings.Repeat("x", 300) + ".jpeg"
+	src.snap.Dependencies = []Dependency{{Name: "clamd", State: Fail, Reason: "connection refused"}}
+	src.snap.InFlight = []Job{
+		{MediaID: "clip-9", File: FileName("u/9/<b onclick=x>clip\u202egpj.mov"), Kind: "video", Started: now, Progress: 0.5, State: "waiting for clamd"},
+		{MediaID: "photo-9", File: FileName("u/9/" + long), Kind: "image", Started: now, Progress: -1},
+	}
+	src.snap.Recent[0].File = FileName("tenant/uploads/holiday.jpg")
+	req, _ := http.NewRequest("GET", srv.URL+"/console/live", nil)
+	code, body, _ := fetch(t, noRedirect(), req)
+	if code != 200 {
+		t.Fatalf("GET /console/live: %d", code)
+	}
+	for what, want := range map[string]string{
+		"the held job's escaped name, its id and state": `<span class="file">&lt;b onclick=x&gt;clip?gpj.mov</span> <span class="mono id muted small">clip-9</span> <span class="kind">video</span> <span class="tag job-state">waiting for clamd</span>`,
+		"the long name cut, its extension kept":         `<span class="file">` + strings.Repeat("x", 43) + "…" + strings.Repeat("x", 15) + `.jpeg</span>`,
+		"the answer's file name":                        `<span class="file">holiday.jpg</span> <span class="mono id muted small">photo-1</span>`,
+		"the answer without one, by its mediaId":        `<div class="o-id"><span class="mono id">evil-1</span></div>`,
+		"the requests not taken":                        `4 more queued, not taken until clamd is back.`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s (%q):\n%s", what, want, body)
+		}
+	}
+	if strings.Contains(body, "<progress") || strings.Contains(body, "\u202e") || strings.Contains(body, "<b ") {
+		t.Errorf("a held job shows a progress bar, or a key's markup or bidi override reached the page:\n%s", body)
+	}
+	for key, want := range map[string]string{"": "", "dir/": "dir", "a/b/c.png": "c.png", "bad\xffname": "bad?name", "tab\there": "tab?here"} {
+		if got := FileName(key); got != want {
+			t.Errorf("FileName(%q) = %q, want %q", key, got, want)
+		}
 	}
 }
