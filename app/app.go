@@ -40,7 +40,7 @@ type App struct {
 	sigs     *signatureWatch
 	deps     *Deps // the pull loops' admission: intake pauses while a dependency is down
 	console  *consoleState
-	memory   *membudget.Budget // nil: no memory budget (MaxMemory 0)
+	memory   *membudget.Budget // the image lane's memory budget; nil: none (MaxMemory 0)
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	metrics  *metrics
@@ -51,6 +51,9 @@ type App struct {
 	oldTMPDIR            string
 	hadTMPDIR, setTMPDIR bool
 	closers              []func()
+
+	// videoMemory is the video lane's own memory budget (memory is the image lane's); nil with it.
+	videoMemory *membudget.Budget
 }
 
 // New builds every part from cfg. On error, whatever was started is stopped again.
@@ -139,14 +142,22 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 		SignURL: a.signURL(), Reuse: reuse, SignatureVersion: sigVersion,
 	}
 	if cfg.MaxMemory > 0 {
-		// One budget for both lanes: an image decoded in this process and ffmpeg beside it take from
-		// the same machine.
+		// A budget per lane, each of MaxMemory: the image lane's bounds the decodes in this process
+		// (what the worker's peak RSS is made of), the video lane's the ffmpeg processes beside it. One
+		// budget for both made lanes wait on each other: a 1080p encode is estimated above the default
+		// budget, ran alone in it, and held every image for the whole encode.
 		if a.memory, err = membudget.New(cfg.MaxMemory); err != nil {
 			return nil, fmt.Errorf("creating the memory budget (MaxMemory): %w", err)
 		}
 		a.closers = append(a.closers, func() { _ = a.memory.Close() })
+		if a.videoMemory, err = membudget.New(cfg.MaxMemory); err != nil {
+			return nil, fmt.Errorf("creating the video lane's memory budget (MaxMemory): %w", err)
+		}
+		a.closers = append(a.closers, func() { _ = a.videoMemory.Close() })
 		pdeps.Memory = heapReturningBudget{a.memory, cfg.MaxMemory / 2}
-		a.metrics.watchMemory(a.memory)
+		pdeps.VideoMemory = a.videoMemory // ffmpeg's memory is its own process's: no heap to give back
+		a.metrics.watchMemory(string(pipeline.Image), a.memory)
+		a.metrics.watchMemory(string(pipeline.Video), a.videoMemory)
 	}
 	pipe, err := pipeline.New(cfg.Pipeline, pdeps)
 	if err != nil {
