@@ -207,8 +207,11 @@ func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced b
 	case "JPEG":
 		progressive, samples = jpegFrame(f)
 	case "TIFF":
-		if tiffBitsPerSample(f) > 8 {
-			bytesPerBand = 2
+		// Its samples' bytes (4 for float); unread (a BigTIFF, an IFD out of reach), the deepest
+		// libvips loads, 8 (double): the worst case for the file's size.
+		bytesPerBand = 8
+		if bits := tiffBitsPerSample(f); bits > 0 {
+			bytesPerBand = (bits + 7) / 8
 		}
 	}
 	return

@@ -38,6 +38,13 @@ func TestEstimateCannotBeTalkedDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	dqt := append([]byte{0x00}, bytes.Repeat([]byte{1}, 64)...) // table 0, all ones: valid, overridden later
 	dht := append([]byte{0x00, 1}, make([]byte, 15)...)         // DC table 0: one 1-bit code
 	dht = append(dht, 0)
@@ -54,9 +61,17 @@ func TestEstimateCannotBeTalkedDown(t *testing.T) {
 		{"progressive 7000×7000, bytes libjpeg skips before its frame", afterSOI(data, []byte("\x00\x11\x22\x33 extraneous")), true},
 		{"sequential 7000×7000, each component in a scan of its own", nonInterleavedJPEG(7000, 7000), true},
 		{"truncated before its frame header", append([]byte{0xFF, 0xD8}, segments(0xDB, dqt, 20)...), false},
+		// TIFF is counted whole, at 8 bytes a sample when its depth cannot be read (a BigTIFF); these
+		// stream through their strips or tiles, so their peaks are lower.
+		{"BigTIFF 4000×4000, 16-bit samples", read(blackImage(t, dir, "big.tif", 4000, 4000, "ushort", "tiffsave", "--bigtiff")), false},
+		{"TIFF 4000×4000, 32-bit float samples in 1024 px tiles", read(blackImage(t, dir, "tiled.tif", 4000, 4000, "float", "tiffsave", "--tile", "--tile-width", "1024", "--tile-height", "1024")), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(dir, strings.NewReplacer(" ", "_", "×", "x", ",", "").Replace(tc.name)+".jpg")
+			ext := ".jpg"
+			if strings.Contains(tc.name, "TIFF") {
+				ext = ".tif"
+			}
+			path := filepath.Join(dir, strings.NewReplacer(" ", "_", "×", "x", ",", "").Replace(tc.name)+ext)
 			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -76,16 +91,26 @@ func TestEstimateCannotBeTalkedDown(t *testing.T) {
 // progressiveJPEG writes a w×h progressive JPEG at quality 95 (4:4:4, as libvips saves above 90).
 func progressiveJPEG(t *testing.T, dir string, w, h int) string {
 	t.Helper()
+	return blackImage(t, dir, "progressive.jpg", w, h, "uchar", "jpegsave", "--interlace", "--Q", "95")
+}
+
+// blackImage writes dir/name: a black w×h 3-band picture of the band format (uchar, ushort, float),
+// saved by the vips saver with its options.
+func blackImage(t *testing.T, dir, name string, w, h int, format, saver string, options ...string) string {
+	t.Helper()
 	vips := testenv.RequireBinary(t, "vips")
-	black, out := filepath.Join(dir, "black.v"), filepath.Join(dir, "progressive.jpg")
+	black, cast, out := filepath.Join(dir, name+".black.v"), filepath.Join(dir, name+".v"), filepath.Join(dir, name)
 	for _, args := range [][]string{
 		{"black", black, strconv.Itoa(w), strconv.Itoa(h), "--bands", "3"},
-		{"jpegsave", black, out, "--interlace", "--Q", "95"},
+		{"cast", black, cast, format},
+		append([]string{saver, cast, out}, options...),
 	} {
 		if b, err := exec.Command(vips, args...).CombinedOutput(); err != nil {
 			t.Fatalf("vips %v: %v\n%s", args, err, b)
 		}
 	}
+	os.Remove(black)
+	os.Remove(cast)
 	return out
 }
 
