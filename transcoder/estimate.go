@@ -206,6 +206,8 @@ func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced b
 		}
 	case "JPEG":
 		progressive, samples = jpegFrame(f)
+	case "HEIF", "AVIF":
+		bytesPerBand = heifBytesPerSample(f)
 	case "TIFF":
 		// Its samples' bytes (4 for float); unread (a BigTIFF, an IFD out of reach), the deepest
 		// libvips loads, 8 (double): the worst case for the file's size.
@@ -310,6 +312,105 @@ func sofSamples(r io.Reader) (comps int, samples float64) {
 		sum += float64(c[i+1]>>4) * float64(c[i+1]&15) / (hmax * vmax)
 	}
 	return int(h[7]), sum
+}
+
+// heifBytesPerSample is the bytes a sample of a HEIF or AVIF picture decodes to: 2 above 8 bits
+// (libheif hands libvips 16-bit samples; a 10-bit 12 MP HEIC peaked at 141 MiB, twice the 8-bit
+// one). The depth is the deepest of the coded images' properties (meta, iprp, ipco: hvcC, av1C, pixi),
+// found by the boxes' sizes as libheif finds them; a file where none can be read counts as 2.
+func heifBytesPerSample(r io.ReadSeeker) int {
+	const worst = 2
+	end, err := r.Seek(0, io.SeekEnd)
+	if err != nil {
+		return worst
+	}
+	body, metaEnd, ok := heifBox(r, 0, end, "meta")
+	if !ok {
+		return worst
+	}
+	body, iprpEnd, ok := heifBox(r, body+4, metaEnd, "iprp") // meta is a full box: version, flags
+	if !ok {
+		return worst
+	}
+	body, ipcoEnd, ok := heifBox(r, body, iprpEnd, "ipco")
+	if !ok {
+		return worst
+	}
+	bits := 0
+	for off, n := body, 0; off < ipcoEnd && n < 4096; n++ {
+		typ, pbody, pend, ok := heifBoxAt(r, off, ipcoEnd)
+		if !ok {
+			return worst
+		}
+		var p [20]byte
+		if _, err := r.Seek(pbody, io.SeekStart); err != nil {
+			return worst
+		}
+		got, _ := io.ReadFull(r, p[:min(int64(len(p)), pend-pbody)])
+		switch {
+		case typ == "hvcC" && got >= 19: // bitDepthLumaMinus8, bitDepthChromaMinus8
+			bits = max(bits, 8+int(p[17]&7), 8+int(p[18]&7))
+		case typ == "av1C" && got >= 3: // high_bitdepth, twelve_bit
+			d := 8
+			if p[2]&0x40 != 0 {
+				d = 10
+				if p[2]&0x20 != 0 {
+					d = 12
+				}
+			}
+			bits = max(bits, d)
+		case typ == "pixi" && got >= 5: // full box, channels, bits per channel
+			for i := 5; i < got && i < 5+int(p[4]); i++ {
+				bits = max(bits, int(p[i]))
+			}
+		}
+		off = pend
+	}
+	if bits == 0 {
+		return worst
+	}
+	return (bits + 7) / 8
+}
+
+// heifBox finds the first box of type typ among the boxes from off to end and returns where its body
+// starts and it ends.
+func heifBox(r io.ReadSeeker, off, end int64, typ string) (body, boxEnd int64, ok bool) {
+	for n := 0; off < end && n < 4096; n++ {
+		t, b, e, ok := heifBoxAt(r, off, end)
+		if !ok {
+			return 0, 0, false
+		}
+		if t == typ {
+			return b, e, true
+		}
+		off = e
+	}
+	return 0, 0, false
+}
+
+// heifBoxAt reads the header of the ISO base media box at off, which must end by end.
+func heifBoxAt(r io.ReadSeeker, off, end int64) (typ string, body, boxEnd int64, ok bool) {
+	var h [16]byte
+	if _, err := r.Seek(off, io.SeekStart); err != nil {
+		return "", 0, 0, false
+	}
+	if _, err := io.ReadFull(r, h[:8]); err != nil {
+		return "", 0, 0, false
+	}
+	size, body := int64(binary.BigEndian.Uint32(h[:4])), off+8
+	switch size {
+	case 0: // to the end
+		size = end - off
+	case 1: // a 64-bit size follows
+		if _, err := io.ReadFull(r, h[8:16]); err != nil {
+			return "", 0, 0, false
+		}
+		size, body = int64(binary.BigEndian.Uint64(h[8:16])), off+16
+	}
+	if size < body-off || size > end-off {
+		return "", 0, 0, false
+	}
+	return string(h[4:8]), body, off + size, true
 }
 
 // tiffBitsPerSample reads BitsPerSample (tag 258) of a classic TIFF's first IFD; 0 when it cannot.
