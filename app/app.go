@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -173,21 +174,45 @@ func New(ctx context.Context, cfg Config, log zerolog.Logger) (_ *App, err error
 }
 
 // heapReturningBudget gives the Go heap's free pages back to the system when a large transform is
-// admitted. Between collections the heap holds garbage and idle pages (object-store chunks, the
-// embedded NATS server's caches: some 20–40 MiB), which the runtime returns only slowly; a large decode
-// (a 24 MP HEIC's 140 MiB) on top of them is what set the worker's peak RSS. A forced collection costs
-// a few milliseconds, next to the seconds such a decode takes.
+// admitted, and every heapReturnEvery while it runs. Between collections the heap holds garbage and
+// idle pages (object-store chunks, the embedded NATS server's caches: some 20–40 MiB), which the
+// runtime returns only slowly; a large decode (a 24 MP HEIC's 140 MiB) on top of them is what sets
+// the worker's peak RSS. With a budget per lane the video lane's downloads and uploads go on during
+// such a decode (before, a video's transform and a large image's excluded each other), and on a
+// loaded machine the decode takes tens of seconds: returning the heap only at its start let the peak
+// reach 301 MiB. A forced collection costs a few milliseconds, next to the seconds such a decode takes.
 type heapReturningBudget struct {
 	*membudget.Budget
 	large int64 // the estimate from which a job counts as large
 }
 
+// heapReturnEvery is how often the heap is given back while a large transform runs.
+const heapReturnEvery = time.Second
+
 func (b heapReturningBudget) Acquire(ctx context.Context, n int64) (func(), error) {
 	release, err := b.Budget.Acquire(ctx, n)
-	if err == nil && n >= b.large {
-		debug.FreeOSMemory()
+	if err != nil || n < b.large {
+		return release, err
 	}
-	return release, err
+	debug.FreeOSMemory()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(heapReturnEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				debug.FreeOSMemory()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		release()
+	}, nil
 }
 
 // prepareTmpDir makes the scratch parent, takes an exclusive lock on it (two instances sharing one would
