@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,7 +43,7 @@ type App struct {
 	sigs     *signatureWatch
 	deps     *Deps // the pull loops' admission: intake pauses while a dependency is down
 	console  *consoleState
-	memory   *membudget.Budget // nil: no memory budget (MaxMemory 0)
+	memory   *membudget.Budget // the image lane's memory budget; nil: none (MaxMemory 0)
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	ingest   *ingest.Ingester // nil: ingest off
@@ -56,6 +57,9 @@ type App struct {
 	oldTMPDIR            string
 	hadTMPDIR, setTMPDIR bool
 	closers              []func()
+
+	// videoMemory is the video lane's own memory budget (memory is the image lane's); nil with it.
+	videoMemory *membudget.Budget
 }
 
 // New builds every part from cfg. On error, whatever was started is stopped again.
@@ -155,14 +159,22 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 		SignURL: a.signURL(), Reuse: reuse,
 	}
 	if cfg.MaxMemory > 0 {
-		// One budget for both lanes: an image decoded in this process and ffmpeg beside it take from
-		// the same machine.
+		// A budget per lane, each of MaxMemory: the image lane's bounds the decodes in this process
+		// (what the worker's peak RSS is made of), the video lane's the ffmpeg processes beside it. One
+		// budget for both made lanes wait on each other: a 1080p encode is estimated above the default
+		// budget, ran alone in it, and held every image for the whole encode.
 		if a.memory, err = membudget.New(cfg.MaxMemory); err != nil {
 			return nil, fmt.Errorf("creating the memory budget (MaxMemory): %w", err)
 		}
 		a.closers = append(a.closers, func() { _ = a.memory.Close() })
+		if a.videoMemory, err = membudget.New(cfg.MaxMemory); err != nil {
+			return nil, fmt.Errorf("creating the video lane's memory budget (MaxMemory): %w", err)
+		}
+		a.closers = append(a.closers, func() { _ = a.videoMemory.Close() })
 		pdeps.Memory = heapReturningBudget{a.memory, cfg.MaxMemory / 2}
-		a.metrics.watchMemory(a.memory)
+		pdeps.VideoMemory = a.videoMemory // ffmpeg's memory is its own process's: no heap to give back
+		a.metrics.watchMemory(string(pipeline.Image), a.memory)
+		a.metrics.watchMemory(string(pipeline.Video), a.videoMemory)
 	}
 	pipe, err := pipeline.New(cfg.Pipeline, pdeps)
 	if err != nil {
@@ -191,21 +203,45 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 }
 
 // heapReturningBudget gives the Go heap's free pages back to the system when a large transform is
-// admitted. Between collections the heap holds garbage and idle pages (object-store chunks, the
-// embedded NATS server's caches: some 20–40 MiB), which the runtime returns only slowly; a large decode
-// (a 24 MP HEIC's 140 MiB) on top of them is what set the worker's peak RSS. A forced collection costs
-// a few milliseconds, next to the seconds such a decode takes.
+// admitted, and every heapReturnEvery while it runs. Between collections the heap holds garbage and
+// idle pages (object-store chunks, the embedded NATS server's caches: some 20–40 MiB), which the
+// runtime returns only slowly; a large decode (a 24 MP HEIC's 140 MiB) on top of them is what sets
+// the worker's peak RSS. With a budget per lane the video lane's downloads and uploads go on during
+// such a decode (before, a video's transform and a large image's excluded each other), and on a
+// loaded machine the decode takes tens of seconds: returning the heap only at its start let the peak
+// reach 301 MiB. A forced collection costs a few milliseconds, next to the seconds such a decode takes.
 type heapReturningBudget struct {
 	*membudget.Budget
 	large int64 // the estimate from which a job counts as large
 }
 
+// heapReturnEvery is how often the heap is given back while a large transform runs.
+const heapReturnEvery = time.Second
+
 func (b heapReturningBudget) Acquire(ctx context.Context, n int64) (func(), error) {
 	release, err := b.Budget.Acquire(ctx, n)
-	if err == nil && n >= b.large {
-		debug.FreeOSMemory()
+	if err != nil || n < b.large {
+		return release, err
 	}
-	return release, err
+	debug.FreeOSMemory()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(heapReturnEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				debug.FreeOSMemory()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		release()
+	}, nil
 }
 
 // prepareTmpDir makes the scratch parent, takes an exclusive lock on it (two instances sharing one would

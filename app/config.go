@@ -53,11 +53,12 @@ type Config struct {
 	Lanes        string // the lanes this instance serves: "image,video" (all), "image" or "video"
 	MaxImageJobs int    // slots of the image lane
 	MaxVideoJobs int    // slots of the video lane
-	// MaxMemory is the memory budget in bytes (membudget): a job's transform starts only while the
-	// expected peaks of the transforms running, its own included, fit in it (images from their
-	// headers, videos from their probes, ffmpeg's processes counted too); a job larger than the whole
-	// budget runs alone. Slots still bound how many jobs run; this bounds the bytes they hold. 0
-	// turns the budget off.
+	// MaxMemory is the memory budget in bytes of each lane (membudget): a job's transform starts only
+	// while the expected peaks of its lane's transforms running, its own included, fit in it (images
+	// from their headers, videos from their probes, ffmpeg's processes counted in the video lane's);
+	// a job larger than the whole budget runs alone in its lane. A budget per lane keeps lanes
+	// independent: a long encode never holds images back. Slots still bound how many jobs run; this
+	// bounds the bytes they hold. 0 turns the budgets off.
 	MaxMemory int64
 
 	Storage string // nats | s3
@@ -89,9 +90,10 @@ type Config struct {
 	Webhooks webhooks.Config
 }
 
-// DefaultMaxMemory is the memory budget's default: with it and the default slots, the worker's peak
-// RSS stayed under 300 MiB over three passes of a mixed corpus of real files (bench/RESULTS.md,
-// "Memory"), its idle RSS and the embedded NATS server included.
+// DefaultMaxMemory is the memory budget's default, each lane's: with it and the default slots, the
+// worker's peak RSS stayed under 300 MiB over three passes of a mixed corpus of real files
+// (bench/RESULTS.md, "Memory"), its idle RSS and the embedded NATS server included; ffmpeg's
+// processes are beside it, in the video lane's budget.
 const DefaultMaxMemory = 128 << 20
 
 // DefaultConfig returns the embedded, single-machine default of DESIGN.md.

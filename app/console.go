@@ -146,8 +146,11 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 		}
 	}
 	if a.memory != nil {
-		m := a.memory.Stats()
-		snap.Memory = &console.Memory{InUse: m.InUse, Budget: m.Size, Peak: m.Peak, Waiting: m.Waiting}
+		// Both lanes' budgets together: what this instance's transforms hold, of what it allows. The
+		// peak is each lane's own, added (an upper bound: the two need not have peaked together).
+		m, v := a.memory.Stats(), a.videoMemory.Stats()
+		snap.Memory = &console.Memory{InUse: m.InUse + v.InUse, Budget: m.Size + v.Size, Peak: m.Peak + v.Peak,
+			Waiting: m.Waiting + v.Waiting}
 	}
 	return snap
 }

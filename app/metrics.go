@@ -97,24 +97,27 @@ func (m *metrics) watchLanes(lanes []natsjs.LaneSlots) {
 	}
 }
 
-// watchMemory shows the memory budget: its size, the bytes admitted now and at most so far, and the
-// jobs waiting for memory (a lane with free slots whose jobs wait here is bounded by bytes, not count).
-func (m *metrics) watchMemory(b *membudget.Budget) {
+// watchMemory shows a lane's memory budget: its size, the bytes admitted now and at most so far, and
+// the jobs waiting for memory (a lane with free slots whose jobs wait here is bounded by bytes, not
+// count). Each lane has its own budget, told apart by the lane label.
+func (m *metrics) watchMemory(lane string, b *membudget.Budget) {
+	labels := prometheus.Labels{"lane": lane}
 	for _, g := range []struct {
 		name, help string
 		read       func(membudget.Stats) float64
 	}{
-		{"mediaworker_memory_budget_bytes", "The memory budget (--max-memory), bytes.", func(s membudget.Stats) float64 { return float64(s.Size) }},
-		{"mediaworker_memory_admitted_bytes", "Expected peak memory of the transforms admitted now, bytes.", func(s membudget.Stats) float64 { return float64(s.InUse) }},
-		{"mediaworker_memory_budget_peak_bytes", "The most bytes admitted at once since the start.", func(s membudget.Stats) float64 { return float64(s.Peak) }},
-		{"mediaworker_memory_waiting_jobs", "Jobs waiting for memory to start their transform.", func(s membudget.Stats) float64 { return float64(s.Waiting) }},
+		{"mediaworker_memory_budget_bytes", "The lane's memory budget (--max-memory), bytes.", func(s membudget.Stats) float64 { return float64(s.Size) }},
+		{"mediaworker_memory_admitted_bytes", "Expected peak memory of the lane's transforms admitted now, bytes.", func(s membudget.Stats) float64 { return float64(s.InUse) }},
+		{"mediaworker_memory_budget_peak_bytes", "The most bytes the lane admitted at once since the start.", func(s membudget.Stats) float64 { return float64(s.Peak) }},
+		{"mediaworker_memory_waiting_jobs", "The lane's jobs waiting for memory to start their transform.", func(s membudget.Stats) float64 { return float64(s.Waiting) }},
 	} {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help},
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help, ConstLabels: labels},
 			func() float64 { return g.read(b.Stats()) }))
 	}
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "mediaworker_memory_waited_jobs_total",
-		Help: "Jobs that had to wait for memory before their transform.",
+		Name:        "mediaworker_memory_waited_jobs_total",
+		Help:        "The lane's jobs that had to wait for memory before their transform.",
+		ConstLabels: labels,
 	}, func() float64 { return float64(b.Stats().Waited) }))
 }
 

@@ -8,8 +8,8 @@ import (
 )
 
 // MemoryBudget admits jobs by the memory they are expected to hold (package membudget; the app
-// wires it). Slots count jobs, not bytes: without a budget two large decodes start as readily as two
-// thumbnails. Acquire waits until n bytes fit (all of the budget, alone, when n is larger) or ctx
+// wires one per lane). Slots count jobs, not bytes: without a budget two large decodes start as
+// readily as two thumbnails. Acquire waits until n bytes fit (all of the budget, alone, when n is larger) or ctx
 // ends; release gives them back and is harmless when called again.
 type MemoryBudget interface {
 	Acquire(ctx context.Context, n int64) (release func(), err error)
@@ -53,16 +53,27 @@ func (p *Pipeline) estimateMemory(j *job) int64 {
 // with the job's context (a shutdown, a lost delivery), which makes it transient. The memory is
 // given back when the transform ends (transform), or at cleanup.
 func (p *Pipeline) admit(ctx context.Context, j *job) error {
-	if p.memory == nil {
+	budget := p.budgetFor(j.kind)
+	if budget == nil {
 		return nil
 	}
 	n := p.estimateMemory(j)
-	release, err := p.memory.Acquire(ctx, n)
+	release, err := budget.Acquire(ctx, n)
 	if err != nil {
 		return transientSaid("waiting for memory", jobStopped, fmt.Errorf("admitting a job of %d bytes: %w", n, err))
 	}
 	j.memory = release
 	return nil
+}
+
+// budgetFor is the budget a job of kind takes from: the video lane's own when there is one, so a
+// large encode (a 1080p one is estimated above the default budget, and runs alone in it) never holds
+// the image lane's memory, and lanes stay independent in bytes as they are in slots.
+func (p *Pipeline) budgetFor(kind MediaKind) MemoryBudget {
+	if kind == Video && p.videoMem != nil {
+		return p.videoMem
+	}
+	return p.memory
 }
 
 // releaseMemory gives back what admit took; harmless when there is nothing.

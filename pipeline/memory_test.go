@@ -123,3 +123,24 @@ func (cleanScanner) Scan(ctx context.Context, r io.Reader, size int64) (scanner.
 	}
 	return scanner.Verdict{}, nil
 }
+
+// Each lane takes from its own budget when the app gives the video lane one (issue 31: one budget for
+// both held every image behind a 1080p encode); without one, videos share the image lane's.
+func TestMemoryBudgetPerLane(t *testing.T) {
+	images, err := membudget.New(membudget.MinSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	videos, err := membudget.New(membudget.MinSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Pipeline{memory: images, videoMem: videos}
+	if p.budgetFor(Image) != images || p.budgetFor(Video) != videos {
+		t.Errorf("with a budget per lane, images and videos must each take from their own")
+	}
+	shared := &Pipeline{memory: images}
+	if shared.budgetFor(Video) != images || shared.budgetFor(Image) != images {
+		t.Errorf("without a video budget, videos must take from the one budget")
+	}
+}

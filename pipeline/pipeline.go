@@ -152,8 +152,9 @@ type Pipeline struct {
 	signURL  func(url, key string) string
 	now      func() time.Time
 
-	reuse  Reuse
-	memory MemoryBudget
+	reuse    Reuse
+	memory   MemoryBudget
+	videoMem MemoryBudget // the video lane's own budget; nil: videos take from memory too
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -172,6 +173,10 @@ type Deps struct {
 	// Memory, if set, admits each transform by its expected memory (memory.go); nil: slots alone
 	// bound what runs at once.
 	Memory MemoryBudget
+	// VideoMemory, if set, is the video lane's own budget: videos take from it, images from Memory,
+	// so a video larger than its budget runs alone in its lane without holding images back. nil:
+	// videos take from Memory too.
+	VideoMemory MemoryBudget
 }
 
 // New returns a pipeline.
@@ -184,7 +189,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	}
 	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
 		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
-		reuse: d.Reuse, memory: d.Memory}, nil
+		reuse: d.Reuse, memory: d.Memory, videoMem: d.VideoMemory}, nil
 }
 
 // job is the state that flows through the steps of one request.

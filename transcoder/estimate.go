@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/mediaworker/mediaworker/transcoder/vips"
 )
@@ -63,7 +64,7 @@ type imageMemoryInput struct {
 	bands         int
 	bytesPerBand  int  // 2 for 16-bit PNG and TIFF, else 1
 	alpha         bool // an alpha channel (its plane is encoded apart, losslessly, in WebP)
-	progressive   bool // a progressive JPEG
+	progressive   bool // a JPEG whose whole coefficient array is kept: progressive, or multi-scan
 	// samples is a JPEG's samples per pixel over its components (3 for 4:4:4 colour, 1.5 for 4:2:0,
 	// 1 for grey): its coefficient array's size per pixel; 0 counts as bands.
 	samples    float64
@@ -176,13 +177,17 @@ func (im *Images) EstimateMemory(srcPath string, specs []ImageVariantSpec) int64
 	if in.format == "heif" && sn.Format == "AVIF" {
 		in.format = "avif"
 	}
-	in.bytesPerBand, in.progressive, in.interlaced, in.samples = fileDepth(srcPath, sn.Format)
+	// By the loader libvips chose, not by our sniff: that loader is what decodes the file, and a JPEG
+	// with bytes libjpeg skips after its SOI is no JPEG to the sniff.
+	in.bytesPerBand, in.progressive, in.interlaced, in.samples = fileDepth(srcPath, strings.ToUpper(in.format))
 	return estimateImage(in, specs, im.cfg)
 }
 
 // fileDepth reads what the header libvips reports leaves out but memory depends on: the bytes per
-// sample of a PNG or TIFF, whether a JPEG is progressive and its samples per pixel, and whether a PNG
-// is interlaced. Whatever cannot be read counts as 1 byte, baseline and not interlaced.
+// sample of a PNG or TIFF, whether a JPEG keeps its whole coefficient array (progressive, or its
+// components in scans of their own) and its samples per pixel, and whether a PNG is interlaced. A
+// JPEG whose walk to its first scan fails counts as the worst case (jpegFrame); the rest, unread,
+// count as 1 byte and not interlaced.
 func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced bool, samples float64) {
 	bytesPerBand = 1
 	f, err := os.Open(path)
@@ -201,25 +206,41 @@ func fileDepth(path, format string) (bytesPerBand int, progressive, interlaced b
 		}
 	case "JPEG":
 		progressive, samples = jpegFrame(f)
+	case "HEIF", "AVIF":
+		bytesPerBand = heifBytesPerSample(f)
 	case "TIFF":
-		if tiffBitsPerSample(f) > 8 {
-			bytesPerBand = 2
+		// Its samples' bytes (4 for float); unread (a BigTIFF, an IFD out of reach), the deepest
+		// libvips loads, 8 (double): the worst case for the file's size.
+		bytesPerBand = 8
+		if bits := tiffBitsPerSample(f); bits > 0 {
+			bytesPerBand = (bits + 7) / 8
 		}
 	}
 	return
 }
 
-// jpegFrame walks the JPEG's marker segments up to its first frame header: SOF2 (and the
-// arithmetic-coded SOF10, and their hierarchical kin) are progressive. samples is the frame's samples
-// per pixel, from its components' sampling factors (0 when unread).
-func jpegFrame(r io.ReadSeeker) (progressive bool, samples float64) {
+// jpegFrame walks the JPEG's marker segments up to its first scan and tells whether libjpeg will keep
+// the whole coefficient array (2 bytes a sample at full size, whatever the shrink): a progressive
+// frame (SOF2, the arithmetic-coded SOF10, and their hierarchical kin), and a sequential one whose
+// first scan does not carry every component (its components come in scans of their own, so each must
+// be held until the last). samples is the frame's samples per pixel, from its components' sampling
+// factors (0 when unread: the caller counts every band at full size).
+//
+// A walk that cannot reach the first scan — more segments than the bound, bytes libjpeg would skip as
+// "extraneous", a length running past the end — counts as the worst case for the file's size (whole
+// coefficients, every band): libjpeg reads on where this walk stops, so a file built to stop it (a
+// 7000×7000 progressive JPEG behind 1001 DQT segments was counted baseline, at 48 MiB, and peaked at
+// 363 MiB) must not be counted cheap. A file too broken for libvips' header read never gets here.
+func jpegFrame(r io.ReadSeeker) (whole bool, samples float64) {
+	const worst = true
 	var b [4]byte
 	if _, err := r.Seek(2, io.SeekStart); err != nil {
-		return false, 0
+		return worst, 0
 	}
-	for range 1000 { // a bound on segments before the frame header
+	comps := 0       // the frame's components, once its header is read
+	for range 4096 { // a bound on segments before the first scan
 		if _, err := io.ReadFull(r, b[:2]); err != nil || b[0] != 0xFF {
-			return false, 0
+			return worst, 0
 		}
 		m := b[1]
 		if m == 0xFF || m == 0x01 || (m >= 0xD0 && m <= 0xD7) { // fill bytes, TEM, RSTn: no length
@@ -228,45 +249,168 @@ func jpegFrame(r io.ReadSeeker) (progressive bool, samples float64) {
 			}
 			continue
 		}
+		if m == 0xD8 || m == 0xD9 { // a second SOI, an EOI before the scan: nothing to size by
+			return worst, 0
+		}
 		if m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC { // SOFn
-			return m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE, sofSamples(r)
+			if comps != 0 { // libjpeg refuses a second frame header
+				return worst, 0
+			}
+			whole = m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE
+			if comps, samples = sofSamples(r); comps == 0 {
+				return worst, 0
+			}
+			continue // sofSamples read the whole segment
 		}
 		if _, err := io.ReadFull(r, b[2:4]); err != nil {
-			return false, 0
+			return worst, 0
 		}
 		n := int64(binary.BigEndian.Uint16(b[2:4])) - 2
 		if n < 0 {
-			return false, 0
+			return worst, 0
+		}
+		if m == 0xDA { // SOS: the first scan
+			if comps == 0 || n < 1 {
+				return worst, 0
+			}
+			var ns [1]byte
+			if _, err := io.ReadFull(r, ns[:]); err != nil {
+				return worst, 0
+			}
+			return whole || int(ns[0]) < comps, samples
 		}
 		if _, err := r.Seek(n, io.SeekCurrent); err != nil {
-			return false, 0
+			return worst, 0
 		}
 	}
-	return false, 0
+	return worst, 0
 }
 
-// sofSamples reads a frame header's components (r is just past its marker) and returns the samples
-// per pixel: each component's sampling factors over the largest ones (4:2:0 colour is 1 + ¼ + ¼).
-func sofSamples(r io.Reader) float64 {
+// sofSamples reads a frame header (r is just past its marker), all of it, and returns its components
+// and samples per pixel: each component's sampling factors over the largest ones (4:2:0 colour is
+// 1 + ¼ + ¼). comps is 0 when the header cannot be read or is not one libjpeg would accept.
+func sofSamples(r io.Reader) (comps int, samples float64) {
 	var h [8]byte // length, precision, height, width, components
 	if _, err := io.ReadFull(r, h[:]); err != nil || h[7] == 0 || h[7] > 4 {
-		return 0
+		return 0, 0
 	}
-	comps := make([]byte, 3*int(h[7]))
-	if _, err := io.ReadFull(r, comps); err != nil {
-		return 0
+	if int(binary.BigEndian.Uint16(h[0:2])) != 8+3*int(h[7]) {
+		return 0, 0
+	}
+	c := make([]byte, 3*int(h[7]))
+	if _, err := io.ReadFull(r, c); err != nil {
+		return 0, 0
 	}
 	var hmax, vmax, sum float64
-	for i := 0; i < len(comps); i += 3 {
-		hmax, vmax = max(hmax, float64(comps[i+1]>>4)), max(vmax, float64(comps[i+1]&15))
+	for i := 0; i < len(c); i += 3 {
+		hmax, vmax = max(hmax, float64(c[i+1]>>4)), max(vmax, float64(c[i+1]&15))
 	}
 	if hmax == 0 || vmax == 0 {
-		return 0
+		return 0, 0
 	}
-	for i := 0; i < len(comps); i += 3 {
-		sum += float64(comps[i+1]>>4) * float64(comps[i+1]&15) / (hmax * vmax)
+	for i := 0; i < len(c); i += 3 {
+		sum += float64(c[i+1]>>4) * float64(c[i+1]&15) / (hmax * vmax)
 	}
-	return sum
+	return int(h[7]), sum
+}
+
+// heifBytesPerSample is the bytes a sample of a HEIF or AVIF picture decodes to: 2 above 8 bits
+// (libheif hands libvips 16-bit samples; a 10-bit 12 MP HEIC peaked at 141 MiB, twice the 8-bit
+// one). The depth is the deepest of the coded images' properties (meta, iprp, ipco: hvcC, av1C, pixi),
+// found by the boxes' sizes as libheif finds them; a file where none can be read counts as 2.
+func heifBytesPerSample(r io.ReadSeeker) int {
+	const worst = 2
+	end, err := r.Seek(0, io.SeekEnd)
+	if err != nil {
+		return worst
+	}
+	body, metaEnd, ok := heifBox(r, 0, end, "meta")
+	if !ok {
+		return worst
+	}
+	body, iprpEnd, ok := heifBox(r, body+4, metaEnd, "iprp") // meta is a full box: version, flags
+	if !ok {
+		return worst
+	}
+	body, ipcoEnd, ok := heifBox(r, body, iprpEnd, "ipco")
+	if !ok {
+		return worst
+	}
+	bits := 0
+	for off, n := body, 0; off < ipcoEnd && n < 4096; n++ {
+		typ, pbody, pend, ok := heifBoxAt(r, off, ipcoEnd)
+		if !ok {
+			return worst
+		}
+		var p [20]byte
+		if _, err := r.Seek(pbody, io.SeekStart); err != nil {
+			return worst
+		}
+		got, _ := io.ReadFull(r, p[:min(int64(len(p)), pend-pbody)])
+		switch {
+		case typ == "hvcC" && got >= 19: // bitDepthLumaMinus8, bitDepthChromaMinus8
+			bits = max(bits, 8+int(p[17]&7), 8+int(p[18]&7))
+		case typ == "av1C" && got >= 3: // high_bitdepth, twelve_bit
+			d := 8
+			if p[2]&0x40 != 0 {
+				d = 10
+				if p[2]&0x20 != 0 {
+					d = 12
+				}
+			}
+			bits = max(bits, d)
+		case typ == "pixi" && got >= 5: // full box, channels, bits per channel
+			for i := 5; i < got && i < 5+int(p[4]); i++ {
+				bits = max(bits, int(p[i]))
+			}
+		}
+		off = pend
+	}
+	if bits == 0 {
+		return worst
+	}
+	return (bits + 7) / 8
+}
+
+// heifBox finds the first box of type typ among the boxes from off to end and returns where its body
+// starts and it ends.
+func heifBox(r io.ReadSeeker, off, end int64, typ string) (body, boxEnd int64, ok bool) {
+	for n := 0; off < end && n < 4096; n++ {
+		t, b, e, ok := heifBoxAt(r, off, end)
+		if !ok {
+			return 0, 0, false
+		}
+		if t == typ {
+			return b, e, true
+		}
+		off = e
+	}
+	return 0, 0, false
+}
+
+// heifBoxAt reads the header of the ISO base media box at off, which must end by end.
+func heifBoxAt(r io.ReadSeeker, off, end int64) (typ string, body, boxEnd int64, ok bool) {
+	var h [16]byte
+	if _, err := r.Seek(off, io.SeekStart); err != nil {
+		return "", 0, 0, false
+	}
+	if _, err := io.ReadFull(r, h[:8]); err != nil {
+		return "", 0, 0, false
+	}
+	size, body := int64(binary.BigEndian.Uint32(h[:4])), off+8
+	switch size {
+	case 0: // to the end
+		size = end - off
+	case 1: // a 64-bit size follows
+		if _, err := io.ReadFull(r, h[8:16]); err != nil {
+			return "", 0, 0, false
+		}
+		size, body = int64(binary.BigEndian.Uint64(h[8:16])), off+16
+	}
+	if size < body-off || size > end-off {
+		return "", 0, 0, false
+	}
+	return string(h[4:8]), body, off + size, true
 }
 
 // tiffBitsPerSample reads BitsPerSample (tag 258) of a classic TIFF's first IFD; 0 when it cannot.

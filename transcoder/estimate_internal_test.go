@@ -128,6 +128,10 @@ func TestEstimateMemoryReadsTheFile(t *testing.T) {
 		{png16, "PNG", 2, false, false, 0},
 		{pngI, "PNG", 1, false, true, 0},
 		{tif16, "TIFF", 2, false, false, 0},
+		// 8-bit HEIF and AVIF, read from their hvcC and av1C (a 10-bit one decodes to 16 bits a sample).
+		{filepath.Join("testdata", "camera", "iphonexs-gps-p3.heic"), "HEIF", 1, false, false, 0},
+		{testenv.MakeAVIF(t, dir, 320, 240), "AVIF", 1, false, false, 0},
+		{jpeg, "HEIF", 2, false, false, 0}, // no boxes to read: the worst case
 	} {
 		bpb, p, i, s := fileDepth(tc.path, tc.format)
 		if bpb != tc.bpb || p != tc.progressive || i != tc.interlaced || s != tc.samples {

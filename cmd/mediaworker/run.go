@@ -159,7 +159,7 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.StringVar(&cfg.Lanes, "lanes", cfg.Lanes, "lanes this instance serves: image,video (all), image or video; every instance also triages requests to the lanes")
 	fs.IntVar(&cfg.MaxImageJobs, "max-image-jobs", cfg.MaxImageJobs, "concurrent image transforms")
 	fs.IntVar(&cfg.MaxVideoJobs, "max-video-jobs", cfg.MaxVideoJobs, "concurrent video transcodes")
-	fs.Var(bytesFlag{&cfg.MaxMemory}, "max-memory", "memory budget of the transforms running at once (decodes in the worker and ffmpeg beside it), each estimated from its header before it starts; a job larger than the budget runs alone (0: no budget, slots alone)")
+	fs.Var(bytesFlag{&cfg.MaxMemory}, "max-memory", "memory budget of each lane's transforms running at once, each estimated from its header before it starts: the image lane's decodes in the worker and the video lane's ffmpeg processes beside it each get a budget of this size, so lanes never wait on each other; a job larger than its lane's budget runs alone in its lane (0: no budget, slots alone)")
 	durationVar(fs, &cfg.Worker.DrainTimeout, "drain-timeout", "on SIGTERM, how long in-flight jobs may finish before they are stopped and handed back")
 	durationVar(fs, &cfg.Worker.BackoffBase, "backoff-base", "first retry delay after a transient failure (doubles per delivery)")
 	durationVar(fs, &cfg.Worker.BackoffMax, "backoff-max", "longest retry delay")

@@ -17,7 +17,8 @@ import (
 // not used (memory_corpus.go: Debian's wallpapers, other Go image modules' test data), the benchmark's
 // 12/24 MP JPEG, PNG and HEIC photos and its 720p/1080p H.264/HEVC/VP9 clips, and reports its VmHWM
 // (peak resident memory: what an edge box must have) against the 300 MiB target, the memory budget's
-// peak use and its goroutines before and after. A job that fails for memory fails the phase: the budget
+// peak use (each lane's: the image lane's is what the worker's RSS holds, the video lane's counts the
+// ffmpeg processes beside it) and its goroutines before and after. A job that fails for memory fails the phase: the budget
 // makes large jobs wait, never refuses them.
 
 // memoryHWMTarget is the issue's goal for VmHWM.
@@ -33,9 +34,9 @@ type memoryPoint struct {
 	goroutines float64
 	cpu        time.Duration // the worker process's CPU time so far (its GC included; ffmpeg's not)
 	ok, failed int
-	// budgetPeak and budget are the memory budget's highest admitted bytes so far and its size (0 on a
-	// worker without one).
-	budgetPeak, budget float64
+	// budgetPeak and budget are the image lane's memory budget's highest admitted bytes so far and its
+	// size (0 on a worker without one); videoPeak the video lane's budget's highest (same size).
+	budgetPeak, budget, videoPeak float64
 }
 
 func (b *bencher) memoryPhase() (err error) {
@@ -85,7 +86,8 @@ func (b *bencher) memoryPhase() (err error) {
 			return memoryPoint{}, err
 		}
 		p.goroutines = met["go_goroutines"]
-		p.budgetPeak, p.budget = met["mediaworker_memory_budget_peak_bytes"], met["mediaworker_memory_budget_bytes"]
+		p.budgetPeak, p.budget = met[`mediaworker_memory_budget_peak_bytes{lane="image"}`], met[`mediaworker_memory_budget_bytes{lane="image"}`]
+		p.videoPeak = met[`mediaworker_memory_budget_peak_bytes{lane="video"}`]
 		if p.cpu, err = bench.ProcessCPU(w.Pid()); err != nil {
 			return memoryPoint{}, err
 		}
@@ -136,9 +138,9 @@ func (b *bencher) memoryPhase() (err error) {
 		}
 		r.ok, r.failed = p.ok, p.failed
 		points = append(points, r)
-		b.logf("memory: pass %d: %d ok, %d failed (none for memory); VmRSS %s, VmHWM %s (target ≤ %s: %s); budget peak %s of %s; %v goroutines, worker CPU %s",
+		b.logf("memory: pass %d: %d ok, %d failed (none for memory); VmRSS %s, VmHWM %s (target ≤ %s: %s); image lane's budget peak %s of %s, video lane's %s; %v goroutines, worker CPU %s",
 			pass, r.ok, r.failed, mib(float64(r.rss)), mib(float64(r.hwm)), mib(memoryHWMTarget), atMost(float64(r.hwm), memoryHWMTarget),
-			mib(r.budgetPeak), mib(r.budget), r.goroutines, r.cpu.Round(time.Millisecond))
+			mib(r.budgetPeak), mib(r.budget), mib(r.videoPeak), r.goroutines, r.cpu.Round(time.Millisecond))
 	}
 	took := time.Since(start)
 	// Earlier runs worded the row with their corpus's size: a merge replaces it whatever the count.
@@ -147,16 +149,16 @@ func (b *bencher) memoryPhase() (err error) {
 	b.sizing.idleRSS, b.sizing.mixedHWM, b.sizing.imageSlots = first.rss, last.hwm, imageJobs
 	b.rep.row("memory", fmt.Sprintf("VmHWM over %d passes of a %d-file mixed corpus, default slots (%d image, %d video)",
 		passes, len(files), imageJobs, videoJobs),
-		fmt.Sprintf("VmHWM %s, VmRSS after %s; memory budget's peak %s of %s; no job failed for memory; goroutines %v idle → %v after",
-			mib(float64(last.hwm)), mib(float64(last.rss)), mib(last.budgetPeak), mib(last.budget), first.goroutines, last.goroutines),
+		fmt.Sprintf("VmHWM %s, VmRSS after %s; memory budget's peak %s of %s a lane (image), %s (video); no job failed for memory; goroutines %v idle → %v after",
+			mib(float64(last.hwm)), mib(float64(last.rss)), mib(last.budgetPeak), mib(last.budget), mib(last.videoPeak), first.goroutines, last.goroutines),
 		mib(float64(last.hwm)), "≤ 300 MiB", atMost(float64(last.hwm), memoryHWMTarget))
 	var rows [][]string
 	for _, p := range points {
 		rows = append(rows, []string{p.label, fmt.Sprint(p.ok), fmt.Sprint(p.failed), mib(float64(p.rss)), mib(float64(p.hwm)),
-			mib(p.budgetPeak), fmt.Sprint(p.goroutines), secs(p.cpu.Seconds())})
+			mib(p.budgetPeak), mib(p.videoPeak), fmt.Sprint(p.goroutines), secs(p.cpu.Seconds())})
 	}
 	b.rep.section("Memory: peak RSS over a mixed corpus",
-		"One worker with the default slots (%d image, %d video) and the default memory budget, %d passes of %d files queued at once: %d real "+
+		"One worker with the default slots (%d image, %d video) and the default memory budget (its own for each lane), %d passes of %d files queued at once: %d real "+
 			"files from sources the tests have not used (Debian's wallpaper packages %s; the test images of %s: some corrupt, "+
 			"truncated or unsupported on purpose, those end in failure responses, none for memory), "+
 			"the %d generated 12–24 MP photos, the small photo and the %d clips. %s in all. VmHWM is the worker "+
@@ -164,6 +166,6 @@ func (b *bencher) memoryPhase() (err error) {
 		imageJobs, videoJobs, passes, len(files), len(real), strings.Join(outsideDebs, ", "), strings.Join(outsideModules, ", "),
 		len(b.corpus.Photos), len(b.corpus.Clips),
 		took.Round(time.Second),
-		table([]string{"when", "ok", "failed", "VmRSS", "VmHWM", "budget's peak", "goroutines", "worker CPU (cumulative)"}, rows))
+		table([]string{"when", "ok", "failed", "VmRSS", "VmHWM", "image budget's peak", "video budget's peak", "goroutines", "worker CPU (cumulative)"}, rows))
 	return nil
 }
