@@ -92,6 +92,13 @@ func readMP4Content(path string) (c mp4Content, ok bool) {
 		return mp4Content{}, false
 	}
 	for _, t := range r.tracks {
+		// A senc box says a fragment's samples are encrypted, unless the index describes the track
+		// as clear: a file decrypted by a tool that rewrites encv to avc1 and its sinf to free but
+		// keeps the fragments' senc, saiz and saio boxes (mp4ff-decrypt) is clear. A media segment
+		// alone, without the index, is judged by its senc.
+		if t.senc && !t.clearEntry {
+			r.c.protected = true
+		}
 		if t.video && t.sawTable { // a track whose sample table was cut off says nothing of its frames
 			r.c.videoTracks++
 			r.c.videoFrames += t.tableSamples + t.fragmentSamples
@@ -115,6 +122,9 @@ type mp4Track struct {
 	fragmentSamples            int64
 	fragmentStart, fragmentEnd uint64
 	next                       uint64 // decode time after the last run, for a fragment without tfdt
+	// clearEntry: its sample description was read and holds only clear entries (avc1, mp4a, ...);
+	// senc: a fragment of it carries sample encryption information.
+	clearEntry, senc bool
 }
 
 type mp4Reader struct {
@@ -212,6 +222,7 @@ func (r *mp4Reader) trak(start, end int64) {
 		timescale      uint32
 		samples        int64
 		sawID, sawStsz bool
+		clear, sealed  bool // the sample description's entries: a clear one, a protected one
 	)
 	var visit func(start, end int64, depth int)
 	visit = func(start, end int64, depth int) {
@@ -247,7 +258,9 @@ func (r *mp4Reader) trak(start, end int64) {
 				// version/flags(4) entry_count(4), then the sample entries
 				r.walk(body+8, boxEnd, func(typ string, body, boxEnd int64) bool {
 					if protectedEntries[typ] {
-						r.c.protected = true
+						r.c.protected, sealed = true, true
+					} else {
+						clear = true
 					}
 					return true
 				})
@@ -263,6 +276,7 @@ func (r *mp4Reader) trak(start, end int64) {
 	}
 	t := r.track(id)
 	t.video, t.timescale = video, timescale
+	t.clearEntry = clear && !sealed
 	if sawStsz {
 		t.tableSamples, t.sawTable = samples, true
 	}
@@ -285,6 +299,7 @@ func (r *mp4Reader) traf(start, end int64) {
 		defDuration uint32
 		decodeTime  uint64
 		sawTfdt     bool
+		sawSenc     bool
 		runs        [][]byte
 	)
 	r.walk(start, end, func(typ string, body, boxEnd int64) bool {
@@ -320,13 +335,17 @@ func (r *mp4Reader) traf(start, end int64) {
 				runs = append(runs, b)
 			}
 		case "senc": // sample encryption: the fragment's samples are encrypted
-			r.c.protected = true
+			sawSenc = true
 		}
 		return true
 	})
 	if t == nil {
+		if sawSenc {
+			r.c.protected = true // no track to judge it by
+		}
 		return
 	}
+	t.senc = t.senc || sawSenc
 	if !sawTfdt {
 		decodeTime = t.next
 	}
