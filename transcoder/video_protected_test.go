@@ -114,7 +114,8 @@ const (
 
 // Real encrypted MP4s from other projects are refused with the DRM words; their decryptions and
 // other clear fragmented files are taken, lasting what their content lasts. A file decrypted by
-// mp4ff (encv rewritten to avc1, sinf to free, the fragments' senc kept) is not called encrypted.
+// mp4ff (encv rewritten to avc1, sinf to free, the fragments' senc kept) is not called encrypted,
+// nor is encrypted audio without any video (it is refused as audio alone, as its decryption is).
 func TestVideoProtectedRealFiles(t *testing.T) {
 	mp4ff := testenv.ModuleDir(t, "github.com/Eyevinn/mp4ff", mp4ffVersion)
 	gomp4 := testenv.ModuleDir(t, "github.com/abema/go-mp4", goMP4Version)
@@ -149,6 +150,16 @@ func TestVideoProtectedRealFiles(t *testing.T) {
 		}
 		if math.Abs(p.Info.Duration-tc.seconds) > 0.1 {
 			t.Errorf("%s: duration %.3f s, want %.3f", tc.path, p.Info.Duration, tc.seconds)
+		}
+	}
+	// Encrypted audio alone is refused for what it would be refused for decrypted.
+	const audioOnly = "the file has no video stream, only audio (aac): audio alone is not supported"
+	for _, p := range []string{
+		mp4ff + "/mp4/testdata/cbcs_audio.mp4",
+		mp4ff + "/cmd/mp4ff-decrypt/testdata/PIFF/audio/init.mp4",
+	} {
+		if _, err := v.Probe(context.Background(), p); !transcoder.IsBadInput(err) || err.Error() != audioOnly {
+			t.Errorf("%s: Probe: %v, want %q", p, err, audioOnly)
 		}
 	}
 	// Decrypted by mp4ff with its senc boxes kept (and its media cut out by mp4ff to keep it small):
