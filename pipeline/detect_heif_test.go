@@ -1,10 +1,14 @@
 package pipeline
 
 import (
+	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 // HEIF images that are not ours to decode, in the shapes of libheif's own test files and of files
@@ -52,5 +56,77 @@ func TestDetectHEIFNotOurs(t *testing.T) {
 				t.Errorf("DetectBytes: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Module versions whose zips ship real HEIF and AVIF files: libheif's own test data (ISO 23001-17
+// uncompressed, deflate/zlib/brotli compressed, the 2025 mini form) and examples, and the HEIC/AVIF
+// test files of gen2brain's decoders and govips.
+const (
+	libheifVersion = "v1.20.2"
+	heicVersion    = "v0.4.5"
+	avifVersion    = "v0.4.4"
+	govipsVersion  = "v2.16.0"
+)
+
+// TestDetectHEIFRealFiles: every HEIF of libheif's test data coded in a way this libheif (1.15, HEVC
+// and AV1 only) does not decode is refused at detecting with the "unsupported coding" words, and
+// every real HEIC and AVIF it decodes (each checked with heif-convert 1.15 when this test was
+// written) is still taken for an image and transformed.
+func TestDetectHEIFRealFiles(t *testing.T) {
+	libheif := testenv.ModuleDir(t, "github.com/strukturag/libheif", libheifVersion)
+	notOurs, err := filepath.Glob(filepath.Join(libheif, "tests", "data", "*.heif"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minis, err := filepath.Glob(filepath.Join(libheif, "tests", "data", "*.avif")) // AVIF in the mini form
+	if err != nil {
+		t.Fatal(err)
+	}
+	notOurs = append(notOurs, minis...)
+	if len(notOurs) < 85 {
+		t.Fatalf("control: %d HEIF files in libheif's tests/data, want the 85 or more of %s", len(notOurs), libheifVersion)
+	}
+	const refusal = "detecting: HEIF image with an unsupported coding ("
+	for _, p := range notOurs {
+		mime, kind, err := Detect(p)
+		if err == nil || !strings.HasPrefix(err.Error(), refusal) || !isPermanent(err) || kind != "" ||
+			(mime != "image/heif" && mime != "image/heic" && mime != "image/avif") {
+			t.Errorf("%s: Detect = %q %q %v, want a HEIF type refused with %q…", filepath.Base(p), mime, kind, err, refusal)
+		}
+	}
+
+	heic := testenv.ModuleDir(t, "github.com/gen2brain/heic", heicVersion)
+	avif := testenv.ModuleDir(t, "github.com/gen2brain/avif", avifVersion)
+	govips := testenv.ModuleDir(t, "github.com/davidbyttow/govips/v2", govipsVersion)
+	decodable := []string{
+		filepath.Join(libheif, "examples", "example.heic"), // brand mif1
+		filepath.Join(libheif, "examples", "example.avif"),
+		filepath.Join(libheif, "fuzzing", "data", "corpus", "colors-no-alpha.heic"),
+		filepath.Join(libheif, "fuzzing", "data", "corpus", "colors-with-alpha.heic"),
+		filepath.Join(libheif, "fuzzing", "data", "corpus", "colors-with-alpha-thumbnail.heic"),
+		filepath.Join(heic, "testdata", "test8.heic"),
+		filepath.Join(heic, "testdata", "test12.heic"), // 12-bit
+		filepath.Join(heic, "testdata", "gray.heic"),
+		filepath.Join(avif, "testdata", "test8.avif"),
+		filepath.Join(avif, "testdata", "test10.avif"), // 10-bit
+		filepath.Join(govips, "resources", "heic-24bit.heic"),
+		filepath.Join(govips, "resources", "heic-ftypmsf1.heic"), // brand msf1: an image sequence's
+		filepath.Join(govips, "resources", "avif-8bit.avif"),
+	}
+	images, err := transcoder.NewImages(transcoder.DefaultImageConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range decodable {
+		mime, kind, err := Detect(p)
+		if err != nil || kind != Image {
+			t.Errorf("%s: Detect = %q %q %v, want an image", p, mime, kind, err)
+			continue
+		}
+		res, err := images.Transform(context.Background(), p, t.TempDir())
+		if err != nil || len(res.Variants) == 0 || res.HDR != "" {
+			t.Errorf("%s (%s): Transform: %v, %d variants, hdr %q; want SDR variants", p, mime, err, len(res.Variants), res.HDR)
+		}
 	}
 }

@@ -23,9 +23,11 @@ import (
 
 // mp4Content is what readMP4Content found.
 type mp4Content struct {
-	protected   bool // an encrypted sample entry, protection scheme info or a pssh box
-	fragmented  bool // the index has an mvex box
-	videoTracks int  // tracks whose handler is vide, their sample table read
+	protected  bool // an encrypted sample entry, protection scheme info or a pssh box
+	fragmented bool // the index has an mvex box
+	// noVideoTrack: the index describes tracks (their handlers read) and none of them is video.
+	noVideoTrack bool
+	videoTracks  int // tracks whose handler is vide, their sample table read
 	// videoFrames counts the video tracks' samples (their sample tables' and their fragments').
 	videoFrames int64
 	// fragmentSeconds is how long the longest track's fragments last (as ffprobe's duration is the
@@ -91,7 +93,21 @@ func readMP4Content(path string) (c mp4Content, ok bool) {
 	if !ok {
 		return mp4Content{}, false
 	}
+	handlers, videos := 0, 0
 	for _, t := range r.tracks {
+		if t.handler {
+			handlers++
+		}
+		if t.video {
+			videos++
+		}
+		// A senc box says a fragment's samples are encrypted, unless the index describes the track
+		// as clear: a file decrypted by a tool that rewrites encv to avc1 and its sinf to free but
+		// keeps the fragments' senc, saiz and saio boxes (mp4ff-decrypt) is clear. A media segment
+		// alone, without the index, is judged by its senc.
+		if t.senc && !t.clearEntry {
+			r.c.protected = true
+		}
 		if t.video && t.sawTable { // a track whose sample table was cut off says nothing of its frames
 			r.c.videoTracks++
 			r.c.videoFrames += t.tableSamples + t.fragmentSamples
@@ -100,6 +116,7 @@ func readMP4Content(path string) (c mp4Content, ok bool) {
 			r.c.fragmentSeconds = max(r.c.fragmentSeconds, float64(t.fragmentEnd-t.fragmentStart)/float64(t.timescale))
 		}
 	}
+	r.c.noVideoTrack = handlers > 0 && videos == 0
 	return r.c, true
 }
 
@@ -115,6 +132,10 @@ type mp4Track struct {
 	fragmentSamples            int64
 	fragmentStart, fragmentEnd uint64
 	next                       uint64 // decode time after the last run, for a fragment without tfdt
+	// clearEntry: its sample description was read and holds only clear entries (avc1, mp4a, ...);
+	// senc: a fragment of it carries sample encryption information.
+	clearEntry, senc bool
+	handler          bool // its hdlr box was read
 }
 
 type mp4Reader struct {
@@ -212,6 +233,8 @@ func (r *mp4Reader) trak(start, end int64) {
 		timescale      uint32
 		samples        int64
 		sawID, sawStsz bool
+		clear, sealed  bool // the sample description's entries: a clear one, a protected one
+		sawHdlr        bool
 	)
 	var visit func(start, end int64, depth int)
 	visit = func(start, end int64, depth int) {
@@ -232,7 +255,7 @@ func (r *mp4Reader) trak(start, end int64) {
 				}
 			case "hdlr":
 				if b := r.body(body, min(boxEnd, body+12)); len(b) >= 12 {
-					video = string(b[8:12]) == "vide"
+					video, sawHdlr = string(b[8:12]) == "vide", true
 				}
 			case "mdhd":
 				if ts, _, err := fullBoxTimes(r.body(body, min(boxEnd, body+32))); err == nil {
@@ -247,7 +270,9 @@ func (r *mp4Reader) trak(start, end int64) {
 				// version/flags(4) entry_count(4), then the sample entries
 				r.walk(body+8, boxEnd, func(typ string, body, boxEnd int64) bool {
 					if protectedEntries[typ] {
-						r.c.protected = true
+						r.c.protected, sealed = true, true
+					} else {
+						clear = true
 					}
 					return true
 				})
@@ -263,6 +288,8 @@ func (r *mp4Reader) trak(start, end int64) {
 	}
 	t := r.track(id)
 	t.video, t.timescale = video, timescale
+	t.clearEntry = clear && !sealed
+	t.handler = sawHdlr
 	if sawStsz {
 		t.tableSamples, t.sawTable = samples, true
 	}
@@ -285,6 +312,7 @@ func (r *mp4Reader) traf(start, end int64) {
 		defDuration uint32
 		decodeTime  uint64
 		sawTfdt     bool
+		sawSenc     bool
 		runs        [][]byte
 	)
 	r.walk(start, end, func(typ string, body, boxEnd int64) bool {
@@ -320,13 +348,17 @@ func (r *mp4Reader) traf(start, end int64) {
 				runs = append(runs, b)
 			}
 		case "senc": // sample encryption: the fragment's samples are encrypted
-			r.c.protected = true
+			sawSenc = true
 		}
 		return true
 	})
 	if t == nil {
+		if sawSenc {
+			r.c.protected = true // no track to judge it by
+		}
 		return
 	}
+	t.senc = t.senc || sawSenc
 	if !sawTfdt {
 		decodeTime = t.next
 	}

@@ -48,3 +48,24 @@ func TestBoxReadersTakeDamagedFiles(t *testing.T) {
 		}
 	}
 }
+
+// A fragment's senc box marks its samples encrypted unless the index describes its track as clear:
+// mp4ff's media segment alone (no index) is protected; a file mp4ff decrypted, its senc kept beside
+// a clear avc1 entry, is not; its encrypted original is.
+func TestMP4SencJudgedByTheTrack(t *testing.T) {
+	dir := testenv.ModuleDir(t, "github.com/Eyevinn/mp4ff", "v0.47.0")
+	for _, tc := range []struct {
+		path      string
+		protected bool
+	}{
+		{"mp4/testdata/moof_enc.m4s", true},
+		{"mp4/testdata/prog_8s_enc_dashinit.mp4", true},
+		{"examples/add-sidx/testdata/clear_with_enc_boxes.mp4", false},
+		{"mp4/testdata/prog_8s_dec_dashinit.mp4", false},
+	} {
+		c, ok := readMP4Content(filepath.Join(dir, tc.path))
+		if !ok || c.protected != tc.protected {
+			t.Errorf("%s: read %v, protected %v, want %v", tc.path, ok, c.protected, tc.protected)
+		}
+	}
+}

@@ -33,7 +33,10 @@ type probed struct {
 // whitelist) is bad input; so is one without a video stream.
 func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 	mc, isMP4 := readMP4Content(path)
-	if mc.protected || (!isMP4 && (matroskaProtected(path) || tsScrambled(path))) {
+	// An encrypted MP4 whose index holds no video track (a DRM audio track or init segment) is
+	// refused for having no video, as it would be decrypted; should ffprobe find a video stream in
+	// it after all, it is refused as encrypted below.
+	if (mc.protected && !mc.noVideoTrack) || (!isMP4 && (matroskaProtected(path) || tsScrambled(path))) {
 		return probed{}, badInput(protectedMsg, nil)
 	}
 	args := []string{
@@ -121,6 +124,9 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 				break
 			}
 		}
+	}
+	if mc.protected && firstVideo >= 0 {
+		return probed{}, badInput(protectedMsg, nil)
 	}
 	var codecs []string
 	for i, s := range raw.Streams {

@@ -103,3 +103,69 @@ func TestVideoInitSegmentHasNoFrames(t *testing.T) {
 	}
 	checkVideoErrorForPeople(t, err, path)
 }
+
+// Module versions whose zips ship the encrypted and fragmented MP4s used below: files this project
+// did not make (mp4ff's CENC cenc/cbcs and PIFF test vectors and their decryptions, go-mp4's
+// encrypted init segments and fragmented sample).
+const (
+	mp4ffVersion = "v0.47.0"
+	goMP4Version = "v1.4.1"
+)
+
+// Real encrypted MP4s from other projects are refused with the DRM words; their decryptions and
+// other clear fragmented files are taken, lasting what their content lasts. A file decrypted by
+// mp4ff (encv rewritten to avc1, sinf to free, the fragments' senc kept) is not called encrypted,
+// nor is encrypted audio without any video (it is refused as audio alone, as its decryption is).
+func TestVideoProtectedRealFiles(t *testing.T) {
+	mp4ff := testenv.ModuleDir(t, "github.com/Eyevinn/mp4ff", mp4ffVersion)
+	gomp4 := testenv.ModuleDir(t, "github.com/abema/go-mp4", goMP4Version)
+	v := newVideos(t, transcoder.DefaultVideoConfig())
+	const drm = "the video is encrypted (DRM); it cannot be converted"
+	for _, p := range []string{
+		mp4ff + "/mp4/testdata/cbcs.mp4",                                     // cbcs, fragmented
+		mp4ff + "/mp4/testdata/prog_8s_enc_dashinit.mp4",                     // cenc, fragmented
+		mp4ff + "/mp4/testdata/init_cenc.cmfv",                               // a CMAF init segment
+		mp4ff + "/cmd/mp4ff-decrypt/testdata/PIFF/video/complseg-1.0001.mp4", // PIFF
+		gomp4 + "/testdata/sample_init.encv.mp4",
+		gomp4 + "/testdata/sample_init.enca.mp4",
+	} {
+		if _, err := v.Probe(context.Background(), p); !transcoder.IsBadInput(err) || err.Error() != drm {
+			t.Errorf("%s: Probe: %v, want %q", p, err, drm)
+		}
+	}
+	for _, tc := range []struct {
+		path    string
+		seconds float64
+	}{
+		{mp4ff + "/mp4/testdata/cbcsdec.mp4", 13.706},
+		{mp4ff + "/mp4/testdata/prog_8s_dec_dashinit.mp4", 8},
+		{mp4ff + "/cmd/mp4ff-decrypt/testdata/PIFF/video/complseg-1.0001_dec.mp4", 4.92},
+		{mp4ff + "/examples/resegmenter/testdata/testV300.mp4", 8}, // its mehd says 3,900 s
+		{gomp4 + "/testdata/sample_fragmented.mp4", 1.21},
+	} {
+		p, err := v.Probe(context.Background(), tc.path)
+		if err != nil {
+			t.Errorf("%s: Probe: %v", tc.path, err)
+			continue
+		}
+		if math.Abs(p.Info.Duration-tc.seconds) > 0.1 {
+			t.Errorf("%s: duration %.3f s, want %.3f", tc.path, p.Info.Duration, tc.seconds)
+		}
+	}
+	// Encrypted audio alone is refused for what it would be refused for decrypted.
+	const audioOnly = "the file has no video stream, only audio (aac): audio alone is not supported"
+	for _, p := range []string{
+		mp4ff + "/mp4/testdata/cbcs_audio.mp4",
+		mp4ff + "/cmd/mp4ff-decrypt/testdata/PIFF/audio/init.mp4",
+	} {
+		if _, err := v.Probe(context.Background(), p); !transcoder.IsBadInput(err) || err.Error() != audioOnly {
+			t.Errorf("%s: Probe: %v, want %q", p, err, audioOnly)
+		}
+	}
+	// Decrypted by mp4ff with its senc boxes kept (and its media cut out by mp4ff to keep it small):
+	// refused for what it is, not as encrypted.
+	p := mp4ff + "/examples/add-sidx/testdata/clear_with_enc_boxes.mp4"
+	if _, err := v.Probe(context.Background(), p); err == nil || strings.Contains(err.Error(), "encrypted") {
+		t.Errorf("%s: Probe: %v, want a refusal that is not the DRM one", p, err)
+	}
+}
