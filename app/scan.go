@@ -132,12 +132,15 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("body is %s, limit is %s", objstore.FormatBytes(r.ContentLength), objstore.FormatBytes(h.cfg.MaxBytes))})
 		return
 	}
-	body, status, err := h.receive(w, r)
-	if err != nil {
-		if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+	body, rerr := h.receive(w, r)
+	if rerr != nil {
+		if rerr.status == http.StatusTooManyRequests || rerr.status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "5")
 		}
-		writeJSON(w, status, scanVerdict{Error: err.Error()})
+		if rerr.cause != nil { // the scratch path and the system's words are the operator's, not the caller's
+			h.log.Warn().Err(rerr.cause).Msg("scan API: " + rerr.public)
+		}
+		writeJSON(w, rerr.status, scanVerdict{Error: rerr.public})
 		return
 	}
 	defer body.Close()
@@ -157,7 +160,8 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 	case scanner.IsRefused(err):
 		h.m.scanned("refused")
-		writeJSON(w, http.StatusUnprocessableEntity, scanVerdict{Bytes: r.ContentLength, Error: err.Error()})
+		h.log.Info().Err(err).Msg("scan API: clamd refused the body under its limits")
+		writeJSON(w, http.StatusUnprocessableEntity, scanVerdict{Bytes: r.ContentLength, Error: pipeline.PublicMessage(err)})
 		return
 	case scanner.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded):
 		h.m.scanned("error")
@@ -184,25 +188,26 @@ func (h *scanHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // receive copies the body into an unlinked file in the scratch dir (gone when closed, even after a
 // crash) and returns it rewound. The body must keep moving: a read that waits longer than StallTimeout
-// fails the request with 408. On error it returns the HTTP status to answer with.
-func (h *scanHandler) receive(w http.ResponseWriter, r *http.Request) (*os.File, int, error) {
+// fails the request with 408. A failure carries the HTTP status and the sentence to answer with, set here
+// where it is made; its cause (a scratch path, the system's words) is only logged.
+func (h *scanHandler) receive(w http.ResponseWriter, r *http.Request) (*os.File, *receiveError) {
 	release, ok := h.receiving.TryAcquire()
 	if !ok {
-		return nil, http.StatusTooManyRequests, errors.New("too many uploads in progress; retry later")
+		return nil, &receiveError{status: http.StatusTooManyRequests, public: "too many uploads in progress; retry later"}
 	}
 	defer release()
 	if free, err := pipeline.FreeBytes(h.tmpDir); err == nil && free-r.ContentLength < h.minFree {
-		return nil, http.StatusServiceUnavailable, fmt.Errorf("scratch space is low (%s free, %s kept for jobs); retry later",
-			objstore.FormatBytes(free), objstore.FormatBytes(h.minFree))
+		return nil, &receiveError{status: http.StatusServiceUnavailable, public: fmt.Sprintf("scratch space is low (%s free, %s kept for jobs); retry later",
+			objstore.FormatBytes(free), objstore.FormatBytes(h.minFree))}
 	}
 	f, err := os.CreateTemp(h.tmpDir, "mw-scan-*")
 	if err != nil {
-		return nil, http.StatusInternalServerError, fmt.Errorf("creating a scratch file: %w", err)
+		return nil, &receiveError{http.StatusInternalServerError, "the worker could not store the body to scan it", fmt.Errorf("creating a scratch file: %w", err)}
 	}
 	_ = os.Remove(f.Name())
-	fail := func(status int, err error) (*os.File, int, error) {
+	fail := func(status int, public string, cause error) (*os.File, *receiveError) {
 		f.Close()
-		return nil, status, err
+		return nil, &receiveError{status, public, cause}
 	}
 	rc := http.NewResponseController(w)
 	body := http.MaxBytesReader(w, r.Body, r.ContentLength)
@@ -213,7 +218,7 @@ func (h *scanHandler) receive(w http.ResponseWriter, r *http.Request) (*os.File,
 		k, rerr := body.Read(buf)
 		if k > 0 {
 			if _, err := f.Write(buf[:k]); err != nil {
-				return fail(http.StatusInsufficientStorage, fmt.Errorf("writing the body to the scratch dir: %w", err))
+				return fail(http.StatusInsufficientStorage, "the worker could not store the body to scan it", fmt.Errorf("writing the body to the scratch dir: %w", err))
 			}
 			n += int64(k)
 		}
@@ -223,17 +228,25 @@ func (h *scanHandler) receive(w http.ResponseWriter, r *http.Request) (*os.File,
 		if rerr != nil {
 			var ne net.Error
 			if errors.As(rerr, &ne) && ne.Timeout() {
-				return fail(http.StatusRequestTimeout, fmt.Errorf("the body stalled: nothing arrived for %s", h.cfg.StallTimeout))
+				return fail(http.StatusRequestTimeout, fmt.Sprintf("the body stalled: nothing arrived for %s", h.cfg.StallTimeout), nil)
 			}
-			return fail(http.StatusBadRequest, fmt.Errorf("reading the body: %w", rerr))
+			return fail(http.StatusBadRequest, "the body could not be read to its end", fmt.Errorf("reading the body: %w", rerr))
 		}
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	if n != r.ContentLength {
-		return fail(http.StatusBadRequest, fmt.Errorf("body ended after %d of the %d bytes of Content-Length", n, r.ContentLength))
+		return fail(http.StatusBadRequest, fmt.Sprintf("body ended after %d of the %d bytes of Content-Length", n, r.ContentLength), nil)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fail(http.StatusInternalServerError, err)
+		return fail(http.StatusInternalServerError, "the worker could not store the body to scan it", fmt.Errorf("rewinding the scratch file: %w", err))
 	}
-	return f, 0, nil
+	return f, nil
+}
+
+// receiveError is a body that could not be taken: the status and sentence the caller gets, and the
+// cause only the log sees.
+type receiveError struct {
+	status int
+	public string
+	cause  error
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +74,37 @@ func TestScanAPIKeepsScratchFloorForJobs(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "scratch space is low") || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("%s %s, want 503 naming the scratch floor", resp.Status, body)
+	}
+}
+
+// The scan API answers in sentences made where the failure is, never with the error's own text: a
+// scratch dir that cannot take the body (here: removed under the worker) is told as such, without its
+// path or the system's words, which only the log gets.
+func TestScanAPIAnswersNameNoScratchPath(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	var scratch string
+	w := startWorld(t, app.StorageNATS, clamd, func(c *app.Config) {
+		scratch = filepath.Join(t.TempDir(), "scratch")
+		c.Pipeline.TmpDir = scratch
+	})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if _, err := os.Stat(scratch); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err := os.RemoveAll(scratch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.MkdirAll(scratch, 0o700) }) // for the world's own clean-up checks
+	resp, err := http.Post("http://"+w.app.HTTPAddr()+"/v1/scan", "application/octet-stream", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || strings.Contains(string(body), scratch) ||
+		strings.Contains(string(body), "no such file") || !strings.Contains(string(body), "could not store the body") {
+		t.Fatalf("%s %s: want 500 saying the body could not be stored, naming no path (%s) and no system error", resp.Status, body, scratch)
 	}
 }
