@@ -34,9 +34,10 @@ config)
   ;;
 stop-clamd)
   pidfile="$root/data/clamav/clamd.pid"
-  if [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-    kill "$(cat "$pidfile")"
-    echo "run: stopped the dev clamd (pid $(cat "$pidfile"))" >&2
+  pid=$(cat "$pidfile" 2>/dev/null || true) # read once: clamd removes its pid file as it exits
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    echo "run: stopped the dev clamd (pid $pid)" >&2
   else
     echo "run: no dev clamd of this script is running ($pidfile)" >&2
   fi
