@@ -182,6 +182,7 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 	}
 	wcfg := cfg.workerConfig()
 	wcfg.Admission = deps
+	wcfg.Words = pipeline.Words
 	if a.worker, err = natsjs.NewWorker(a.js, cfg.Streams, wcfg, a.consoleParts().track(pipe), a.metrics, log); err != nil {
 		return nil, err
 	}

@@ -161,6 +161,7 @@ func startNoopWorld(b *testing.B, variants, slots int) *noopWorld {
 		b.Fatal(err)
 	}
 	wcfg := natsjs.DefaultWorkerConfig()
+	wcfg.Words = pipeline.Words
 	wcfg.Lanes = map[pipeline.MediaKind]int{pipeline.Image: slots} // the noop world's uploads are images
 	w, err := natsjs.NewWorker(wjs, scfg, wcfg, pipe, nil, zerolog.Nop())
 	if err != nil {

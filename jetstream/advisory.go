@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -163,7 +163,7 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 		w.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose settlement was interrupted; finishing it")
 		return w.finish(ctx, d, ob, w.log.With().Uint64("seq", d.reqSeq).Logger())
 	}
-	if state == settledFinal || d.lane == "" && state == settledRouted {
+	if state == settledFinal || d.lane == job.Triage && state == settledRouted {
 		w.log.Info().Uint64("seq", d.reqSeq).Str("settled", state).Msg("max-deliveries advisory for a request settled already; removing it")
 		return w.apply(ctx, d, plan{then: actRemove}, w.log)
 	}
@@ -177,7 +177,7 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	}
 	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
 	log := w.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
-	return w.settle(ctx, d, pipeline.GaveUpAfter(d.req, d.lane, adv.Deliveries, cause), log)
+	return w.settle(ctx, d, w.gaveUpAfter(d.req, d.lane, adv.Deliveries, cause), log)
 }
 
 // LeaderGetMsg fetches a message by sequence from the stream's leader; a removed one is

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,7 +68,7 @@ func (w *Worker) apply(ctx context.Context, d *delivery, p plan, log zerolog.Log
 	}
 	for _, ev := range p.events {
 		err := w.publish(ctx, ev.msg, ev.id)
-		if isLaneFull(err) && ev.lane != "" {
+		if isLaneFull(err) && ev.lane != job.Triage {
 			if err = w.laneFull(ctx, d, ev, log); errors.Is(err, errHandedBack) {
 				return err
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -61,12 +61,12 @@ func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.M
 	if cause != nil {
 		// The operator's copy: the whole chain (endpoints, scratch paths, a tool's words), which the
 		// response never carries; on one line, as a header value must be.
-		m.Header.Set(HeaderLastError, clipReason(strings.Join(strings.Fields(pipeline.ErrorDetail(cause)), " ")))
+		m.Header.Set(HeaderLastError, clipReason(strings.Join(strings.Fields(w.wcfg.Words.Detail(cause)), " ")))
 	}
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(d.deliveries, 10))
 	m.Header.Set(HeaderStream, w.cfg.RequestsStream())
 	consumer := w.cfg.Durable
-	if d.lane != "" {
+	if d.lane != job.Triage {
 		consumer = w.cfg.LaneDurable(d.lane)
 	}
 	m.Header.Set(HeaderConsumer, consumer)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -33,16 +33,16 @@ import (
 // serve disjoint lanes still triages every request.
 
 // Lanes are the kinds of work, each with its own subject, durable and pool of slots.
-var Lanes = []pipeline.MediaKind{pipeline.Image, pipeline.Video}
+var Lanes = []job.Kind{job.Image, job.Video}
 
 // ParseLanes reads a --lanes value: a comma-separated subset of the lanes ("" or "all": every lane).
-func ParseLanes(s string) ([]pipeline.MediaKind, error) {
+func ParseLanes(s string) ([]job.Kind, error) {
 	if s == "" || s == "all" {
 		return slices.Clone(Lanes), nil
 	}
-	var out []pipeline.MediaKind
+	var out []job.Kind
 	for _, f := range strings.Split(s, ",") {
-		l := pipeline.MediaKind(strings.TrimSpace(f))
+		l := job.Kind(strings.TrimSpace(f))
 		if !slices.Contains(Lanes, l) {
 			return nil, fmt.Errorf("unknown lane %q: lanes are image and video (e.g. \"image,video\")", f)
 		}
@@ -54,12 +54,12 @@ func ParseLanes(s string) ([]pipeline.MediaKind, error) {
 }
 
 // WorkSubject is the subject triage routes lane's requests to.
-func (c Config) WorkSubject(lane pipeline.MediaKind) string {
+func (c Config) WorkSubject(lane job.Kind) string {
 	return c.App + ".media.optimize.work." + string(lane)
 }
 
 // LaneDurable is the name of lane's shared durable consumer.
-func (c Config) LaneDurable(lane pipeline.MediaKind) string { return c.Durable + "-" + string(lane) }
+func (c Config) LaneDurable(lane job.Kind) string { return c.Durable + "-" + string(lane) }
 
 // LaneLimits are one lane consumer's own settings: its MaxAckPending caps the lane's jobs across all
 // instances (in flight plus waiting for a retry), so a fleet can run few videos and many images; its
@@ -70,23 +70,23 @@ type LaneLimits struct {
 }
 
 // ownLimits are lane's settings as configured (zero: unset).
-func (c Config) ownLimits(lane pipeline.MediaKind) LaneLimits {
-	if lane == pipeline.Video {
+func (c Config) ownLimits(lane job.Kind) LaneLimits {
+	if lane == job.Video {
 		return c.VideoLane
 	}
 	return c.ImageLane
 }
 
 // laneField names the Config field of lane's own settings, for errors.
-func laneField(lane pipeline.MediaKind) string {
-	if lane == pipeline.Video {
+func laneField(lane job.Kind) string {
+	if lane == job.Video {
 		return "VideoLane"
 	}
 	return "ImageLane"
 }
 
 // laneLimits are lane's settings in effect: its own, else the shared ones.
-func (c Config) laneLimits(lane pipeline.MediaKind) LaneLimits {
+func (c Config) laneLimits(lane job.Kind) LaneLimits {
 	l := c.ownLimits(lane)
 	if l.AckWait == 0 {
 		l.AckWait = c.AckWait
@@ -109,7 +109,7 @@ func (c Config) shortestAckWait() time.Duration {
 
 // LaneConsumerConfig returns lane's shared durable, with the lane's own limits (LaneLimits); like
 // triage's, it has no InactiveThreshold.
-func (c Config) LaneConsumerConfig(lane pipeline.MediaKind) jetstream.ConsumerConfig {
+func (c Config) LaneConsumerConfig(lane job.Kind) jetstream.ConsumerConfig {
 	limits := c.laneLimits(lane)
 	return jetstream.ConsumerConfig{
 		Durable:        c.LaneDurable(lane),
@@ -125,7 +125,7 @@ func (c Config) LaneConsumerConfig(lane pipeline.MediaKind) jetstream.ConsumerCo
 }
 
 // laneOf says which lane a message of the requests stream belongs to ("" for a request: triage).
-func (c Config) laneOf(subject string) pipeline.MediaKind {
+func (c Config) laneOf(subject string) job.Kind {
 	for _, l := range Lanes {
 		if subject == c.WorkSubject(l) || strings.HasPrefix(subject, c.WorkSubject(l)+".") {
 			return l
@@ -148,11 +148,11 @@ func isLaneFull(err error) bool {
 // overflowSubject is where a request on its last delivery goes when its lane is full: a subject of its
 // own under the lane's (one message, so the per-subject cap never refuses it), read by the lane's
 // consumer with the lane's subject.
-func (c Config) overflowSubject(lane pipeline.MediaKind, reqSeq uint64) string {
+func (c Config) overflowSubject(lane job.Kind, reqSeq uint64) string {
 	return c.WorkSubject(lane) + "." + strconv.FormatUint(reqSeq, 10)
 }
 
 // laneSubjects are the subjects lane's consumer reads: its work subject and the overflow under it.
-func (c Config) laneSubjects(lane pipeline.MediaKind) []string {
+func (c Config) laneSubjects(lane job.Kind) []string {
 	return []string{c.WorkSubject(lane), c.WorkSubject(lane) + ".*"}
 }

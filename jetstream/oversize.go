@@ -3,7 +3,7 @@ package jetstream
 import (
 	"strconv"
 
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 )
 
@@ -22,15 +22,15 @@ const headerAllowance = 8 << 10
 // HeaderPayloadTruncated on a dead letter says its payload was cut to fit and how long it was.
 const HeaderPayloadTruncated = "Mw-Payload-Truncated"
 
-// fitOutcome replaces an outcome whose answer would not fit with a short failure (pipeline.Unpublishable).
+// fitOutcome replaces an outcome whose answer would not fit with a short failure (job.Unpublishable).
 // It reports whether it did.
-func (w *Worker) fitOutcome(d *delivery, out *pipeline.Outcome, evs []event) bool {
+func (w *Worker) fitOutcome(d *delivery, out *job.Outcome, evs []event) bool {
 	limit := w.maxPayload()
 	for _, ev := range evs {
-		if ev.deadLetter || out.Kind == pipeline.Route || len(ev.msg.Data)+headerAllowance <= limit {
+		if ev.deadLetter || out.Kind == job.Route || len(ev.msg.Data)+headerAllowance <= limit {
 			continue
 		}
-		*out = pipeline.Unpublishable(d.req, out.MediaKind, len(ev.msg.Data), limit)
+		*out = job.Unpublishable(d.req, out.MediaKind, len(ev.msg.Data), limit)
 		return true
 	}
 	return false

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -94,7 +94,7 @@ const (
 
 // stranded is one message of the requests stream that its consumer will not deliver again.
 type stranded struct {
-	lane pipeline.MediaKind // "" for a request (triage)
+	lane job.Kind // "" for a request (triage)
 	seq  uint64
 }
 
@@ -165,9 +165,9 @@ func (w *Worker) findStranded(ctx context.Context) ([]stranded, error) {
 		return nil, fmt.Errorf("opening the requests stream: %w", err)
 	}
 	var out []stranded
-	for _, lane := range append([]pipeline.MediaKind{""}, Lanes...) {
+	for _, lane := range append([]job.Kind{job.Triage}, Lanes...) {
 		durable, subjects := w.cfg.Durable, []string{w.cfg.Subjects().Request}
-		if lane != "" {
+		if lane != job.Triage {
 			durable, subjects = w.cfg.LaneDurable(lane), w.cfg.laneSubjects(lane)
 		}
 		cons, err := stream.Consumer(ctx, durable)
@@ -294,7 +294,7 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 			return err
 		}
 		return done("finished", "finished its interrupted settlement")
-	case state == settledFinal || d.lane == "" && state == settledRouted:
+	case state == settledFinal || d.lane == job.Triage && state == settledRouted:
 		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
@@ -314,7 +314,7 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 	// A lane message is handed back as a copy in its lane. A request on the request subject is not:
 	// the worker may not publish requests (deploy/nats/accounts.conf), and what a request's headers
 	// say is the API's; it is given up, answered and dead-lettered, for an operator's replay.
-	if d.lane != "" && w.cfg.MaxDeliver > 1 && orig.Header.Get(HeaderRescued) == "" {
+	if d.lane != job.Triage && w.cfg.MaxDeliver > 1 && orig.Header.Get(HeaderRescued) == "" {
 		if err := w.requeue(ctx, d, orig); err != nil {
 			return err
 		}
@@ -322,7 +322,7 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 	}
 	d.deliveries = uint64(w.cfg.MaxDeliver)
 	cause := errors.New("the request was stranded in the work queue: its consumer's state lost it in a crash and would never deliver it again")
-	if err := w.settle(ctx, d, pipeline.GaveUpAfter(d.req, d.lane, d.deliveries, cause), log); err != nil {
+	if err := w.settle(ctx, d, w.gaveUpAfter(d.req, d.lane, d.deliveries, cause), log); err != nil {
 		return err
 	}
 	return done("gave_up", "gave it up (response and dead letter)")

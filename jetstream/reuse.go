@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,7 +52,7 @@ func (c Config) ReuseBucketConfig(rc ReuseConfig) jetstream.KeyValueConfig {
 }
 
 // ReuseMemory is the pipeline's reuse memory on a JetStream key-value bucket, keyed by the upload's
-// SHA-256, recipe and bucket (pipeline.Reuse). Each lookup and write is bounded by
+// SHA-256, recipe and bucket (job.Reuse). Each lookup and write is bounded by
 // memoryTimeout; the pipeline answers a failed one the long way.
 type ReuseMemory struct{ kv lazyBucket }
 
@@ -63,7 +63,7 @@ func NewReuseMemory(js jetstream.JetStream, cfg Config, rc ReuseConfig) *ReuseMe
 }
 
 // Lookup returns the entry under key, nil when there is none.
-func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused, error) {
+func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*job.Reused, error) {
 	ctx, cancel := withMemoryTimeout(ctx)
 	defer cancel()
 	kv, err := r.kv.open(ctx)
@@ -77,7 +77,7 @@ func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused,
 	if err != nil {
 		return nil, fmt.Errorf("reading reuse entry: %w", err)
 	}
-	var out pipeline.Reused
+	var out job.Reused
 	if err := json.Unmarshal(e.Value(), &out); err != nil {
 		return nil, fmt.Errorf("decoding reuse entry: %w", err)
 	}
@@ -85,7 +85,7 @@ func (r *ReuseMemory) Lookup(ctx context.Context, key string) (*pipeline.Reused,
 }
 
 // Remember stores what an upload became under key.
-func (r *ReuseMemory) Remember(ctx context.Context, key string, v pipeline.Reused) error {
+func (r *ReuseMemory) Remember(ctx context.Context, key string, v job.Reused) error {
 	ctx, cancel := withMemoryTimeout(ctx)
 	defer cancel()
 	kv, err := r.kv.open(ctx)

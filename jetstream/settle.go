@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -29,7 +29,7 @@ const HeaderRequestSeq = "Mw-Request-Seq"
 // delivery is one message being settled: a request (triage), a lane's work message, or, from the
 // advisory path, a message whose worker died on its last delivery (msg is nil then).
 type delivery struct {
-	lane       pipeline.MediaKind // "" for triage
+	lane       job.Kind // job.Triage for triage
 	data       []byte
 	header     nats.Header
 	seq        uint64    // this message's sequence in the requests stream
@@ -42,14 +42,14 @@ type delivery struct {
 	lastChance bool
 }
 
-func newDelivery(lane pipeline.MediaKind, msg jetstream.Msg, meta *jetstream.MsgMetadata) *delivery {
+func newDelivery(lane job.Kind, msg jetstream.Msg, meta *jetstream.MsgMetadata) *delivery {
 	return storedDelivery(lane, msg.Data(), msg.Headers(), meta.Sequence.Stream, meta.Timestamp, meta.NumDelivered, msg)
 }
 
 // storedDelivery is the one constructor of a delivery from a message of the requests stream: the pull
 // loops' (msg set) and the advisory path's (msg nil). It decides what the message's headers may say.
-func storedDelivery(lane pipeline.MediaKind, data []byte, h nats.Header, seq uint64, stored time.Time, deliveries uint64, msg jetstream.Msg) *delivery {
-	if lane == "" {
+func storedDelivery(lane job.Kind, data []byte, h nats.Header, seq uint64, stored time.Time, deliveries uint64, msg jetstream.Msg) *delivery {
+	if lane == job.Triage {
 		h = withoutOwnHeaders(h)
 	}
 	d := &delivery{lane: lane, data: data, header: h, seq: seq, published: stored, deliveries: deliveries, msg: msg}
@@ -106,7 +106,7 @@ var errHandedBack = errors.New("handed back for another delivery")
 // settle settles a delivery by its outcome: decide makes the plan, apply carries it out. Every
 // outcome passes through it: triage's routes and refusals, a lane job's, the retry path's giving up,
 // the max-deliveries advisory's and the rescue's.
-func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, log zerolog.Logger) error {
+func (w *Worker) settle(ctx context.Context, d *delivery, out job.Outcome, log zerolog.Logger) error {
 	p, out := w.decide(ctx, d, out, log)
 	if err := w.apply(ctx, d, p, log); err != nil {
 		return err
@@ -115,11 +115,16 @@ func (w *Worker) settle(ctx context.Context, d *delivery, out pipeline.Outcome, 
 	return nil
 }
 
+// gaveUpAfter is job.GaveUpAfter with the cause told in the pipeline's public words.
+func (w *Worker) gaveUpAfter(req contracts.Request, kind job.Kind, deliveries uint64, cause error) job.Outcome {
+	return job.GaveUpAfter(req, kind, deliveries, cause, w.wcfg.Words.Public(cause))
+}
+
 // decide is the settlement of out as a plan (and the outcome it settles, which may differ: a retry
 // out of deliveries gives up, an answer too large to publish becomes a short failure).
-func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, log zerolog.Logger) (plan, pipeline.Outcome) {
+func (w *Worker) decide(ctx context.Context, d *delivery, out job.Outcome, log zerolog.Logger) (plan, job.Outcome) {
 	last := d.deliveries >= uint64(w.cfg.MaxDeliver)
-	if out.Kind == pipeline.Retry {
+	if out.Kind == job.Retry {
 		switch {
 		case errors.Is(context.Cause(ctx), ErrDraining):
 			// Not the job's fault: hand it back at once for another instance.
@@ -129,7 +134,7 @@ func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		case !last:
 			return plan{then: actNak, delay: w.backoff(d.deliveries)}, out
 		}
-		out = pipeline.GaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
+		out = w.gaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
 	}
 
 	evs := w.events(d, out)
@@ -138,7 +143,7 @@ func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		evs = w.events(d, out)
 	}
 	p := plan{events: evs, remember: settledState(d, out), failDelay: w.backoff(d.deliveries)}
-	if out.Kind == pipeline.GaveUp && last {
+	if out.Kind == job.GaveUp && last {
 		p.failDelay = 0 // the max-deliveries advisory finishes the job (runAdvisories)
 	}
 	if p.remember == settledFinal && len(evs) > 0 {
@@ -149,9 +154,9 @@ func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, 
 		p.outbox, p.remember = &ob, ""
 	}
 	switch out.Kind {
-	case pipeline.Success, pipeline.Infected, pipeline.Route:
+	case job.Success, job.Infected, job.Route:
 		p.then = actAck
-	case pipeline.Failed, pipeline.GaveUp:
+	case job.Failed, job.GaveUp:
 		p.then, p.reason = actTerm, termReason(out)
 	}
 	return p, out
@@ -159,11 +164,11 @@ func (w *Worker) decide(ctx context.Context, d *delivery, out pipeline.Outcome, 
 
 // termReason is the reason a Failed or GaveUp outcome's delivery is terminated with ("" for the rest,
 // which are acked).
-func termReason(out pipeline.Outcome) string {
+func termReason(out job.Outcome) string {
 	switch out.Kind {
-	case pipeline.Failed:
+	case job.Failed:
 		return out.Response.Error
-	case pipeline.GaveUp:
+	case job.GaveUp:
 		return "moved to DLQ: " + out.Reason
 	}
 	return ""
@@ -172,40 +177,40 @@ func termReason(out pipeline.Outcome) string {
 // settledState is what the settled-requests memory records for out: an end, or nothing for a route.
 // A route writes no record: its lane copy is the record while the request is on its way (a redelivered
 // request looks for it, routedBefore), and the lane records its end before it removes the copy.
-func settledState(_ *delivery, out pipeline.Outcome) string {
-	if out.Kind == pipeline.Route {
+func settledState(_ *delivery, out job.Outcome) string {
+	if out.Kind == job.Route {
 		return ""
 	}
 	return settledFinal
 }
 
 // report logs and counts a settled outcome.
-func (w *Worker) report(out pipeline.Outcome, d *delivery, p plan, log zerolog.Logger) {
+func (w *Worker) report(out job.Outcome, d *delivery, p plan, log zerolog.Logger) {
 	switch {
-	case out.Kind == pipeline.Retry && p.hold:
+	case out.Kind == job.Retry && p.hold:
 		log.Info().Err(out.Err).Msg("held through a dependency outage; handed back for redelivery")
 		w.observe("handed_back", out.MediaKind, d)
 		return
-	case out.Kind == pipeline.Retry && p.delay == 0:
+	case out.Kind == job.Retry && p.delay == 0:
 		log.Info().Msg("job stopped by shutdown; handed back for redelivery")
 		w.observe("handed_back", out.MediaKind, d)
 		return
-	case out.Kind == pipeline.Retry:
+	case out.Kind == job.Retry:
 		log.Warn().Err(out.Err).Dur("retry_in", p.delay).Msg("job failed; will retry")
 		w.observe("retry", out.MediaKind, d)
 		return
 	}
 	switch out.Kind {
-	case pipeline.Success:
+	case job.Success:
 		log.Info().Int("variants", len(out.Response.Processed)).Msg("job succeeded")
 		w.observe("success", out.MediaKind, d)
-	case pipeline.Infected:
+	case job.Infected:
 		log.Warn().Str("virus", out.Virus.VirusName).Str("action", out.Virus.ActionTaken).Msg("virus detected")
 		w.observe("infected", out.MediaKind, d)
-	case pipeline.Route:
+	case job.Route:
 		log.Debug().Str("to", string(out.MediaKind)).Str("mime", out.MIME).Msg("routed")
 		w.observe("routed", out.MediaKind, d)
-	case pipeline.Failed:
+	case job.Failed:
 		var pe *contracts.ParseError
 		if errors.As(out.Err, &pe) {
 			log.Info().Str("error", out.Response.Error).Msg("request refused")
@@ -213,12 +218,12 @@ func (w *Worker) report(out pipeline.Outcome, d *delivery, p plan, log zerolog.L
 			return
 		}
 		ev := log.Info().Str("error", out.Response.Error)
-		if detail := pipeline.ErrorDetail(out.Err); detail != "" {
+		if detail := w.wcfg.Words.Detail(out.Err); detail != "" {
 			ev = ev.Str("detail", detail) // ffmpeg's or libvips' words, kept out of the response
 		}
 		ev.Msg("job failed permanently")
 		w.observe("failed", out.MediaKind, d)
-	case pipeline.GaveUp:
+	case job.GaveUp:
 		log.Error().Err(out.Err).Str("reason", out.Reason).Msg("job gave up; request moved to the dead-letter stream")
 		w.observe("dead_lettered", out.MediaKind, d)
 	}
@@ -229,12 +234,12 @@ type event struct {
 	msg        *nats.Msg
 	id         string
 	deadLetter bool
-	lane       pipeline.MediaKind // a route's lane ("" for the rest)
+	lane       job.Kind // a route's lane ("" for the rest)
 }
 
 // events lists what out owes, in order: the API is answered before the DLQ copy (which is for
 // operators and must never hold up the answer), the virus event before the virus response.
-func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
+func (w *Worker) events(d *delivery, out job.Outcome) []event {
 	subj := w.cfg.Subjects()
 	var evs []event
 	respond := func(suffix string) {
@@ -248,21 +253,21 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 		}
 	}
 	switch out.Kind {
-	case pipeline.Success:
+	case job.Success:
 		respond(OutcomeSuccess)
-	case pipeline.Failed:
+	case job.Failed:
 		respond(OutcomeFailed)
-	case pipeline.Infected:
+	case job.Infected:
 		evs = append(evs, event{msg: jsonMsg(subj.Virus, out.Virus), id: w.responseID(d, "virus-event")})
 		respond(OutcomeVirus)
-	case pipeline.Route:
+	case job.Route:
 		m := nats.NewMsg(w.cfg.WorkSubject(out.MediaKind))
 		m.Data = d.data
 		copyHeaders(m.Header, d.header)
 		m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.reqSeq, 10))
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
 		evs = append(evs, event{msg: m, id: w.routeID(d, out.MediaKind), lane: out.MediaKind})
-	case pipeline.GaveUp:
+	case job.GaveUp:
 		respond(OutcomeGaveUp)
 		m, id := w.deadLetterMsg(d, out.Reason, out.Err)
 		evs = append(evs, event{msg: m, id: id, deadLetter: true})
@@ -278,7 +283,7 @@ func (w *Worker) events(d *delivery, out pipeline.Outcome) []event {
 // ends in a digest of the time the server stored the request, to the nanosecond, which no publisher
 // knows before the request exists, nor after it without reading the requests stream (the API role
 // may not: deploy/nats/accounts.conf). Every instance derives the same id from the same request.
-func (w *Worker) routeID(d *delivery, lane pipeline.MediaKind) string {
+func (w *Worker) routeID(d *delivery, lane job.Kind) string {
 	key := fmt.Sprintf("%s/%d/%s/%d", w.cfg.RequestsStream(), d.reqSeq, lane, d.published.UnixNano())
 	sum := sha256.Sum256([]byte(key))
 	return fmt.Sprintf("route/%s/%d/%s/%x", w.cfg.RequestsStream(), d.reqSeq, lane, sum[:8])
@@ -296,7 +301,7 @@ func jsonMsg(subject string, v any) *nats.Msg {
 	return m
 }
 
-func (w *Worker) observe(outcome string, kind pipeline.MediaKind, d *delivery) {
+func (w *Worker) observe(outcome string, kind job.Kind, d *delivery) {
 	if w.obs != nil {
 		w.obs.Settled(outcome, kind, d.deliveries)
 	}

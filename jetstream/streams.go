@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -112,7 +112,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	requests := jetstream.StreamConfig{
 		Name:        c.RequestsStream(),
 		Description: "mediaworker optimize requests and their lanes' work (work queue; publish with Nats-Msg-Id: <mediaId>)",
-		Subjects:    append(append([]string{subj.Request}, c.laneSubjects(pipeline.Image)...), c.laneSubjects(pipeline.Video)...),
+		Subjects:    append(append([]string{subj.Request}, c.laneSubjects(job.Image)...), c.laneSubjects(job.Video)...),
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,

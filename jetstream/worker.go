@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/progress"
 	"github.com/mediaworker/mediaworker/slots"
 	"github.com/mediaworker/mediaworker/tracing"
@@ -28,16 +28,16 @@ import (
 // Processor runs requests to their outcomes. The pipeline implements it.
 type Processor interface {
 	// Triage looks at a request cheaply and routes it to a lane (or ends it: missing, unsupported …).
-	Triage(ctx context.Context, req contracts.Request) pipeline.Outcome
+	Triage(ctx context.Context, req contracts.Request) job.Outcome
 	// Process runs a request of lane; an upload of the other kind comes back as a Route outcome.
-	Process(ctx context.Context, req contracts.Request, lane pipeline.MediaKind) pipeline.Outcome
+	Process(ctx context.Context, req contracts.Request, lane job.Kind) job.Outcome
 }
 
 // WorkerConfig holds one instance's pull-loop settings.
 type WorkerConfig struct {
 	// Lanes are the lanes this instance serves and its slots in each (jobs of that kind at once).
 	// Every instance also triages, whatever its lanes.
-	Lanes           map[pipeline.MediaKind]int
+	Lanes           map[job.Kind]int
 	TriageSlots     int           // requests triaged at once (each a stat and an 8 KiB read)
 	InProgressEvery time.Duration // 0: a third of the shortest ack wait (triage's or a lane's)
 	BackoffBase     time.Duration // first NakWithDelay
@@ -52,6 +52,10 @@ type WorkerConfig struct {
 	// Admission, when set, is asked before every pull: while a dependency the jobs need is down it
 	// blocks, so the worker takes no work it would only hand back, burning a delivery each time.
 	Admission Admission
+
+	// Words tell the jobs' errors (required; the app hands in pipeline.Words): the public sentence
+	// of a request given up, and the whole chain for the log line and the dead letter's Mw-Last-Error.
+	Words job.Words
 }
 
 // Admission blocks while a dependency the jobs need (clamd, the object store, scratch space) is down
@@ -65,7 +69,7 @@ type Admission interface {
 // jitter's −25 %: an outage of one dependency that long uses up no request.
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
-		Lanes:          map[pipeline.MediaKind]int{pipeline.Image: 2, pipeline.Video: 1},
+		Lanes:          map[job.Kind]int{job.Image: 2, job.Video: 1},
 		TriageSlots:    4, // I/O only (a few round trips each): enough to keep the lanes fed
 		BackoffBase:    5 * time.Second,
 		BackoffMax:     3 * time.Minute,
@@ -115,20 +119,20 @@ type Worker struct {
 	proc  Processor
 	log   zerolog.Logger
 	obs   Observer
-	pools map[pipeline.MediaKind]*slots.Pool   // by lane; "" is triage
-	busy  map[pipeline.MediaKind]*atomic.Int64 // messages being handled, by lane
+	pools map[job.Kind]*slots.Pool   // by lane; "" is triage
+	busy  map[job.Kind]*atomic.Int64 // messages being handled, by lane
 	done  *settledMemory
 	held  atomic.Int64 // messages being handled
 }
 
 // Observer is told how each message was settled; it feeds metrics. It may be nil.
 type Observer interface {
-	Settled(outcome string, kind pipeline.MediaKind, deliveries uint64)
+	Settled(outcome string, kind job.Kind, deliveries uint64)
 	Published(subject string, d time.Duration)
 	PublishFailed(subject string)
 	// Rescued is told of each stranded message the worker settled (rescue.go): lane "" is triage;
 	// action is retried, gave_up, removed (its request was settled or moved on) or finished.
-	Rescued(lane pipeline.MediaKind, action string)
+	Rescued(lane job.Kind, action string)
 }
 
 // NewWorker returns a worker. Provision must have run (here or by an operator) before Run.
@@ -139,12 +143,15 @@ func NewWorker(js jetstream.JetStream, cfg Config, wcfg WorkerConfig, proc Proce
 	if err := wcfg.Validate(); err != nil {
 		return nil, err
 	}
+	if wcfg.Words == nil {
+		return nil, errors.New("WorkerConfig.Words is not set: the worker tells a job's errors in the pipeline's words (pipeline.Words)")
+	}
 	if wcfg.InProgressEvery <= 0 {
 		wcfg.InProgressEvery = cfg.shortestAckWait() / 3
 	}
 	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
-		pools: map[pipeline.MediaKind]*slots.Pool{"": slots.NewPool("triage", wcfg.TriageSlots)},
-		busy:  map[pipeline.MediaKind]*atomic.Int64{"": new(atomic.Int64)},
+		pools: map[job.Kind]*slots.Pool{job.Triage: slots.NewPool("triage", wcfg.TriageSlots)},
+		busy:  map[job.Kind]*atomic.Int64{job.Triage: new(atomic.Int64)},
 		done:  newSettledMemory(js, cfg)}
 	for l, n := range wcfg.Lanes {
 		w.pools[l] = slots.NewPool(string(l), n)
@@ -167,7 +174,7 @@ func (l LaneSlots) Busy() int { return int(l.busy.Load()) }
 
 // Slots lists triage, then the served lanes in Lanes order (for health and metrics).
 func (w *Worker) Slots() []LaneSlots {
-	out := []LaneSlots{{Name: "triage", Durable: w.cfg.Durable, Size: w.pools[""].Size(), busy: w.busy[""]}}
+	out := []LaneSlots{{Name: "triage", Durable: w.cfg.Durable, Size: w.pools[job.Triage].Size(), busy: w.busy[job.Triage]}}
 	for _, l := range Lanes {
 		if p, ok := w.pools[l]; ok {
 			out = append(out, LaneSlots{Name: string(l), Durable: w.cfg.LaneDurable(l), Size: p.Size(), busy: w.busy[l]})
@@ -191,10 +198,10 @@ func (w *Worker) Held() int { return int(w.held.Load()) }
 // Run pulls and processes messages until ctx ends, then drains: in-flight jobs get DrainTimeout to
 // finish; what is left is cancelled and Nak'd for prompt redelivery. Run returns after every job settled.
 func (w *Worker) Run(ctx context.Context) error {
-	consumers := map[pipeline.MediaKind]jetstream.Consumer{}
+	consumers := map[job.Kind]jetstream.Consumer{}
 	for lane := range w.pools {
 		durable := w.cfg.Durable
-		if lane != "" {
+		if lane != job.Triage {
 			durable = w.cfg.LaneDurable(lane)
 		}
 		cons, err := w.js.Consumer(ctx, w.cfg.RequestsStream(), durable)
@@ -236,7 +243,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // pull is one lane's loop (lane "" is triage): a free slot, admission, then exactly one message. The
 // worker never asks for more than it has free slots for, so a message is never buffered here.
-func (w *Worker) pull(ctx, jobsCtx context.Context, jobs *sync.WaitGroup, lane pipeline.MediaKind, cons jetstream.Consumer) {
+func (w *Worker) pull(ctx, jobsCtx context.Context, jobs *sync.WaitGroup, lane job.Kind, cons jetstream.Consumer) {
 	pool := w.pools[lane]
 	for ctx.Err() == nil {
 		release, err := pool.Acquire(ctx)
@@ -308,7 +315,7 @@ func (w *Worker) next(ctx context.Context, cons jetstream.Consumer) (jetstream.M
 }
 
 // handle runs one message, a request (triage) or a lane's work, to exactly one settlement.
-func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstream.Msg) {
+func (w *Worker) handle(ctx context.Context, lane job.Kind, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		w.log.Error().Err(err).Str("subject", msg.Subject()).Msg("message without JetStream metadata; terminating it")
@@ -336,7 +343,7 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 		return
 	}
 	if perr != nil {
-		_ = w.settle(ctx, d, pipeline.Refused(req, perr), log)
+		_ = w.settle(ctx, d, job.Refused(req, perr), log)
 		return
 	}
 	span.SetAttributes(attribute.String("media.id", req.MediaID), attribute.String("media.key", req.S3Key))
@@ -345,8 +352,8 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 	stop := w.keepAlive(msg)
 	defer stop()
 	start := time.Now()
-	var out pipeline.Outcome
-	if lane == "" {
+	var out job.Outcome
+	if lane == job.Triage {
 		out = w.proc.Triage(ctx, req)
 	} else {
 		out = w.proc.Process(w.withProgress(ctx, req.MediaID), req, lane)
@@ -364,7 +371,7 @@ func (w *Worker) handle(ctx context.Context, lane pipeline.MediaKind, msg jetstr
 // interrupted after its outbox was recorded is finished instead of run. The memory is a guard, not a
 // dependency: if it cannot be read, the job runs.
 func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Logger) bool {
-	if d.lane == "" && d.deliveries == 1 {
+	if d.lane == job.Triage && d.deliveries == 1 {
 		return false // a request's first delivery: nothing can have settled it (a lane's copy can be a late duplicate)
 	}
 	state, ob, err := w.done.recall(ctx, d.reqSeq)
@@ -372,7 +379,7 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
 		return false
 	}
-	if state == "" && d.lane == "" {
+	if state == "" && d.lane == job.Triage {
 		if state, ob, err = w.routedBefore(ctx, d); err != nil {
 			log.Warn().Err(err).Msg("could not look for the request's lane copy; running the job")
 			return false
@@ -391,7 +398,7 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 		w.observe("duplicate", "", d)
 		return true
 	}
-	if state == "" || d.lane != "" && state != settledFinal {
+	if state == "" || d.lane != job.Triage && state != settledFinal {
 		return false
 	}
 	_ = w.apply(ctx, d, plan{then: actAck}, log)
@@ -458,8 +465,8 @@ func (w *Worker) backoff(deliveries uint64) time.Duration {
 	return max(d+jitter, 100*time.Millisecond)
 }
 
-func laneName(lane pipeline.MediaKind) string {
-	if lane == "" {
+func laneName(lane job.Kind) string {
+	if lane == job.Triage {
 		return "triage"
 	}
 	return string(lane)

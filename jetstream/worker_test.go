@@ -111,6 +111,7 @@ func newRig(t *testing.T, tweak func(*natsjs.Config, *natsjs.WorkerConfig), fn f
 		t.Fatal(err)
 	}
 	cfg, wcfg := natsjs.DefaultConfig(), natsjs.DefaultWorkerConfig()
+	wcfg.Words = pipeline.Words
 	cfg.AckWait = 2 * time.Second
 	wcfg.BackoffBase, wcfg.BackoffMax = 100*time.Millisecond, 400*time.Millisecond
 	wcfg.PullWait = time.Second

@@ -10,15 +10,16 @@ import (
 
 	"github.com/gabriel-vasile/mimetype"
 
+	vocab "github.com/mediaworker/mediaworker/job" // the job's vocabulary; "job" here is one running job
 	"github.com/mediaworker/mediaworker/transcoder"
 )
 
-// MediaKind is what a job transforms: an image or a video.
-type MediaKind string
+// MediaKind is what a job transforms: an image or a video (job.Kind).
+type MediaKind = vocab.Kind
 
 const (
-	Image MediaKind = "image"
-	Video MediaKind = "video"
+	Image = vocab.Image
+	Video = vocab.Video
 )
 
 // accepted lists the content types we transform, by what the bytes say (never the key's extension),

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	vocab "github.com/mediaworker/mediaworker/job" // the job's vocabulary; "job" here is one running job
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/scanner"
 	"github.com/mediaworker/mediaworker/transcoder"
@@ -302,3 +303,12 @@ func posterSentence(err error) string {
 	}
 	return "no frame for it could be made"
 }
+
+// Words tells the pipeline's errors to whoever settles its outcomes (job.Words): PublicMessage for a
+// response, ErrorDetail for the operator's log line and the dead letter's Mw-Last-Error.
+var Words vocab.Words = words{}
+
+type words struct{}
+
+func (words) Public(err error) string { return PublicMessage(err) }
+func (words) Detail(err error) string { return ErrorDetail(err) }

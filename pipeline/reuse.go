@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	vocab "github.com/mediaworker/mediaworker/job" // the job's vocabulary; "job" here is one running job
 	"github.com/mediaworker/mediaworker/objstore"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -31,34 +32,14 @@ import (
 //   - A remembered output that cannot be looked up, read or copied (gone, replaced, a store that refuses
 //     this worker: 403) costs the rework, never the answer: the job is done as if never seen.
 
-// Reuse is the memory of recent outcomes, by reuseKey.
-type Reuse interface {
-	// Lookup returns the entry stored under key, nil when there is none.
-	Lookup(ctx context.Context, key string) (*Reused, error)
-	Remember(ctx context.Context, key string, r Reused) error
-}
+// Reuse is the memory of recent outcomes, by reuseKey (job.Reuse).
+type Reuse = vocab.Reuse
 
-// Reused is what one upload became.
-type Reused struct {
-	// Bucket holds the outputs (the request's own bucket unless reuse is shared across buckets).
-	Bucket   string              `json:"bucket,omitempty"`
-	Outputs  []ReusedOutput      `json:"outputs,omitempty"`
-	Metadata *contracts.Metadata `json:"metadata,omitempty"`
-	Warnings []string            `json:"warnings,omitempty"`
-}
+// Reused is what one upload became (job.Reused).
+type Reused = vocab.Reused
 
-// ReusedOutput is one stored output: where it is, which bytes it holds, and what it becomes under
-// another request's keys.
-type ReusedOutput struct {
-	Key string `json:"key"`
-	// Tag is the store's name of the version the worker stored (objstore.Info.Tag, as its Put
-	// recorded it): the output is handed out only while a Stat finds that same Tag.
-	Tag         string            `json:"tag"`
-	Role        string            `json:"role"` // image, video, poster or hls
-	Name        string            `json:"name"` // image: variant name; hls: the file's name
-	ContentType string            `json:"contentType"`
-	Variant     contracts.Variant `json:"variant"` // without URL; Format "" for unlisted files
-}
+// ReusedOutput is one stored output (job.ReusedOutput).
+type ReusedOutput = vocab.ReusedOutput
 
 // Output roles, which say how a reused output's key is made for the new request.
 const (
@@ -72,8 +53,8 @@ const (
 	roleStoryboard = "storyboard"
 )
 
-// keyFor is the output's key under the request's keys.
-func (o ReusedOutput) keyFor(k contracts.OutputKeys) (string, error) {
+// reusedKey is the output's key under the request's keys.
+func reusedKey(o ReusedOutput, k contracts.OutputKeys) (string, error) {
 	switch o.Role {
 	case roleImage:
 		return k.ImageAs(o.Name, o.Variant.Format), nil
@@ -153,7 +134,7 @@ var errReplaced = errors.New("the remembered output was replaced since")
 func (p *Pipeline) copyReused(ctx context.Context, j *job, r *Reused) ([]contracts.Variant, error) {
 	var processed []contracts.Variant
 	for _, o := range r.Outputs {
-		key, err := o.keyFor(j.keys)
+		key, err := reusedKey(o, j.keys)
 		if err != nil {
 			return nil, err
 		}

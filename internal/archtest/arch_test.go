@@ -25,8 +25,8 @@ func TestDependencyArrows(t *testing.T) {
 		"scanner":    {"contracts", "jetstream", "pipeline", "objstore", "transcoder", "app"},
 		"transcoder": {"contracts", "jetstream", "pipeline", "objstore", "scanner", "app"},
 		"objstore":   {"contracts", "jetstream", "pipeline", "scanner", "transcoder", "app"},
-		"pipeline":   {"jetstream", "app", "slots"}, // a pull is a slot: pools live in the pull loop
-		"jetstream":  {"app", "scanner", "transcoder"},
+		"pipeline":   {"jetstream", "app", "slots"},                // a pull is a slot: pools live in the pull loop
+		"jetstream":  {"app", "pipeline", "scanner", "transcoder"}, // issue 32: outcomes in job's words
 		"slots":      {""},
 		"membudget":  {""}, // a leaf: the pipeline asks it for memory, the app wires it
 		"tracing":    {""},
@@ -61,6 +61,20 @@ func TestDependencyArrows(t *testing.T) {
 	}
 	if checked < len(rules) {
 		t.Fatalf("only %d packages matched the rules; did a package move?", checked)
+	}
+}
+
+// Issue 32: the job's vocabulary (package job), which jetstream and the pipeline both stand on, stands
+// on contracts alone, so neither of them reaches the other through it.
+func TestJobImportsOnlyContracts(t *testing.T) {
+	imports, ok := importers(t)["job"]
+	if !ok {
+		t.Fatal("no package job: has the job's vocabulary moved?")
+	}
+	for _, imp := range imports {
+		if strings.HasPrefix(imp, mod) && imp != mod+"contracts" {
+			t.Errorf("job imports %s: the job's vocabulary imports only contracts of ours (docs/architecture.md)", strings.TrimPrefix(imp, mod))
+		}
 	}
 }
 

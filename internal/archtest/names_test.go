@@ -152,7 +152,7 @@ var (
 	qualified  = regexp.MustCompile(`^([a-z][a-z0-9]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)$`)
 	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// pkg.Name or pkg.Type.Method in the pictures (code blocks), where nothing is backticked.
-	pictured = regexp.MustCompile(`\b(jetstream|pipeline|objstore|slots|app|scanner|transcoder|contracts)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)`)
+	pictured = regexp.MustCompile(`\b(jetstream|pipeline|job|objstore|slots|app|scanner|transcoder|contracts)((?:\.[A-Za-z_][A-Za-z0-9_]*)+)`)
 	goFile   = regexp.MustCompile(`\b[a-z0-9_/]+\.go\b`)
 )
 
@@ -299,7 +299,7 @@ func codeBlocks(doc string) []string {
 }
 
 // Issue 12 item 3: responses are built in one place. Every response the worker publishes starts in
-// pipeline/outcome.go; no other non-test file writes a contracts.Response literal.
+// job/response.go; no other non-test file writes a contracts.Response literal.
 func TestResponsesAreBuiltInOnePlace(t *testing.T) {
 	found := 0
 	for _, rel := range sourceFiles(t) {
@@ -313,13 +313,13 @@ func TestResponsesAreBuiltInOnePlace(t *testing.T) {
 		}
 		if n := strings.Count(string(b), "contracts.Response{"); n > 0 {
 			found += n
-			if rel != "pipeline/outcome.go" {
-				t.Errorf("%s builds a contracts.Response: responses are built in pipeline/outcome.go (newResponse, failureResponse)", rel)
+			if rel != "job/response.go" {
+				t.Errorf("%s builds a contracts.Response: responses are built in job/response.go (NewResponse, FailureResponse)", rel)
 			}
 		}
 	}
 	if found == 0 {
-		t.Fatal("no contracts.Response literal at all: has pipeline/outcome.go moved?")
+		t.Fatal("no contracts.Response literal at all: has job/response.go moved?")
 	}
 }
 
@@ -368,7 +368,7 @@ func TestArchitecturePackagePicture(t *testing.T) {
 			}
 		}
 	}
-	for _, pkg := range []string{"cmd/mediaworker", "app", "console", "jetstream", "pipeline", "objstore", "objstore/s3",
+	for _, pkg := range []string{"cmd/mediaworker", "app", "console", "jetstream", "pipeline", "job", "objstore", "objstore/s3",
 		"objstore/natsobj", "scanner", "transcoder", "transcoder/vips", "contracts", "slots", "progress", "tracing"} {
 		if !drawn[pkg] {
 			t.Errorf("the package picture has no line for %s", pkg)
