@@ -31,6 +31,7 @@ type composeService struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile"`
 	} `yaml:"build"`
+	Entrypoint  []string          `yaml:"entrypoint"`
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	DependsOn   map[string]struct {
@@ -136,10 +137,23 @@ func TestComposeWorkerWiring(t *testing.T) {
 		t.Errorf("MW_TMP_DIR %q is not on a volume of the worker (%v)", env["MW_TMP_DIR"], w.Volumes)
 	}
 
-	// The worker is not MinIO's root, and its answers' URLs work: the bucket is private, so they point at
-	// the worker's own /objects, which serves S3 variants only with URL signing on.
-	if strings.Contains(env["MW_S3_ACCESS_KEY"]+env["MW_S3_SECRET_KEY"], "MINIO_ROOT") {
-		t.Errorf("the worker reaches MinIO with the root credentials (%s); give it a bucket-scoped user", env["MW_S3_ACCESS_KEY"])
+	// The worker is not the store's root: it uses the account s3-init makes (deploy/s3user_test.go proves
+	// what that account may do), not the keys the s3 service takes as root's. And its answers' URLs work:
+	// the bucket is private, so they point at the worker's own /objects, which serves S3 variants only
+	// with URL signing on.
+	rootEnv := c.Services["s3"].Environment
+	for _, k := range []string{"MW_S3_ACCESS_KEY", "MW_S3_SECRET_KEY"} {
+		v := composeVar(env[k])
+		if v == "" || v == composeVar(rootEnv["ROOT_ACCESS_KEY"]) || v == composeVar(rootEnv["ROOT_SECRET_KEY"]) {
+			t.Errorf("worker %s = %q: the store's root credentials, or none; give it the bucket-scoped account", k, env[k])
+		}
+		if init := c.Services["s3-init"].Environment; v != composeVar(init["S3_WORKER_ACCESS_KEY"]) &&
+			v != composeVar(init["S3_WORKER_SECRET_KEY"]) {
+			t.Errorf("worker %s = %q is not an account s3-init makes", k, env[k])
+		}
+	}
+	if d := w.DependsOn["s3-init"]; d.Condition != "service_completed_successfully" {
+		t.Errorf("worker waits for s3-init with condition %q, want service_completed_successfully (its account)", d.Condition)
 	}
 	if !strings.Contains(env["MW_PUBLIC_BASE_URL"], "127.0.0.1:"+httpPort+"/objects/") || env["MW_URL_SIGNING_KEY"] == "" {
 		t.Errorf("answers' URLs point at %q (signing key %q): the bucket is private; point them at the worker's /objects with MW_URL_SIGNING_KEY set",
@@ -147,6 +161,18 @@ func TestComposeWorkerWiring(t *testing.T) {
 	}
 
 	checkSettingNames(t, "compose.yaml worker", keys(env))
+}
+
+// composeVar is the variable a compose value ${VAR…} interpolates, or "" for any other value.
+func composeVar(v string) string {
+	if !strings.HasPrefix(v, "${") {
+		return ""
+	}
+	v = strings.TrimPrefix(v, "${")
+	if i := strings.IndexAny(v, ":-?}"); i >= 0 {
+		v = v[:i]
+	}
+	return v
 }
 
 func TestComposeNATSConfig(t *testing.T) {

@@ -49,15 +49,16 @@ func composeSubmit(t *testing.T) string {
 }
 
 // The compose header's `submit --wait`, pasted as it stands, as the api user of nats/accounts.conf
-// against a worker on that account layout and S3 (versitygw, as compose runs): every answer arrives (the photo's response,
+// against a worker on that account layout and S3 as compose runs it (versitygw; the worker with the
+// account s3-init makes, the upload with root's keys, as the header says): every answer arrives (the photo's response,
 // the EICAR file's virus event and its failure), and submit exits 3 (not all succeeded). The api user
 // may subscribe only to the answer subjects, not to the app's wildcard: a listener on that is refused.
 func TestComposeSubmitWaitAsAPI(t *testing.T) {
 	clamd := testenv.StartClamd(t)
-	s3 := testenv.StartS3(t)
+	s3, workerAccess, workerSecret := composeS3(t)
 	natsPort, httpPort := testenv.FreePort(t), testenv.FreePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
-	p := startWorkerBinary(t, append(roleEnv(), "MW_S3_ACCESS_KEY="+s3.AccessKey, "MW_S3_SECRET_KEY="+s3.SecretKey),
+	p := startWorkerBinary(t, append(roleEnv(), "MW_S3_ACCESS_KEY="+workerAccess, "MW_S3_SECRET_KEY="+workerSecret),
 		"--nats-listen", "127.0.0.1:"+strconv.Itoa(natsPort), "--nats-server-config", "nats/accounts.conf",
 		"--nats-user", "worker", "--nats-password", rolePasswords["worker"],
 		"--storage", "s3", "--s3-endpoint", s3.Endpoint,

@@ -49,6 +49,9 @@ type VersityGWOptions struct {
 	EventNATSURL, EventNATSTopic string
 	// Versioning lets buckets version their objects (posix --versioning-dir).
 	Versioning bool
+	// IAM runs versitygw's internal IAM (--iam-dir, in the test temp dir): accounts besides root, made
+	// through the admin API on the S3 port (`versitygw admin create-user`), as deploy/compose.yaml does.
+	IAM bool
 }
 
 // VersityGW is a versitygw process on loopback serving a posix directory of a test temp dir.
@@ -78,7 +81,7 @@ func StartVersityGW(t testing.TB, opts VersityGWOptions) *VersityGW {
 		t: t, bin: VersityGWBinary(t), root: filepath.Join(dir, "root"),
 		logPath: filepath.Join(dir, "versitygw.log"), opts: opts,
 	}
-	for _, d := range []string{g.root, filepath.Join(dir, "versions")} {
+	for _, d := range []string{g.root, filepath.Join(dir, "versions"), filepath.Join(dir, "iam")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -113,6 +116,9 @@ func (g *VersityGW) Start() {
 	}
 	args := []string{"--port", g.Endpoint, "--access", g.AccessKey, "--secret", g.SecretKey,
 		"--region", "us-east-1", "--health", "/health"}
+	if g.opts.IAM {
+		args = append(args, "--iam-dir", filepath.Join(filepath.Dir(g.root), "iam"))
+	}
 	if g.opts.EventNATSURL != "" {
 		args = append(args, "--event-nats-url", g.opts.EventNATSURL, "--event-nats-topic", g.opts.EventNATSTopic)
 	}
