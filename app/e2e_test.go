@@ -408,9 +408,18 @@ func assertVirus(t *testing.T, w *world, id, key string) {
 	if r.Success || r.Error != "virus detected: "+testenv.EICARSignature {
 		t.Fatalf("want a virus failure, got %+v", r)
 	}
-	w.mu.Lock()
-	events := w.viruses[id]
-	w.mu.Unlock()
+	// The virus event is published before the response, but the test hears the two subjects on two
+	// subscriptions, each with its own delivery goroutine: on a busy machine the response's callback
+	// can run first. Wait for the event, then count.
+	var events []contracts.VirusEvent
+	testenv.Eventually(t, 10*time.Second, func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if events = w.viruses[id]; len(events) == 0 {
+			return fmt.Errorf("no virus event for %s yet", id)
+		}
+		return nil
+	})
 	if len(events) != 1 {
 		t.Fatalf("want one virus event, got %d", len(events))
 	}
