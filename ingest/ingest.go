@@ -199,6 +199,15 @@ func (in *Ingester) handle(ctx context.Context, m jetstream.Msg) {
 			_ = m.Ack()
 			return
 		}
+		// The subject names the bucket the message was written into ($O.<bucket>.M.…): whoever may
+		// write into one watched bucket may publish any metadata there, and a record naming another
+		// bucket would make a job of that bucket's object (nothing across buckets).
+		if b := subjectBucket(m.Subject()); r.Bucket != b {
+			in.counts[Malformed].Add(1)
+			in.opts.Log.Warn().Str("subject", m.Subject()).Str("bucket", r.Bucket).Msg("ingest: object-store notice names another bucket than the one it was written into, skipped")
+			_ = m.Ack()
+			return
+		}
 		recs = []Record{r}
 	} else {
 		rs, bad, err := ParseS3Event(m.Data())
@@ -230,6 +239,16 @@ func (in *Ingester) handle(ctx context.Context, m jetstream.Msg) {
 // that is neither (deleted since) keeps the unescaped key: its job answers that it is not found.
 func (in *Ingester) resolveKey(ctx context.Context, r *Record) error {
 	if r.RawKey == "" || in.opts.Store == nil || !r.Created() {
+		return nil
+	}
+	// Only a record one of whose readings is watched is looked up: the store's events name every
+	// bucket, and the worker has no business asking about another's objects (nor waiting on, or being
+	// refused by, a store it does not serve).
+	_, watched := in.mapper.route(r.Bucket, r.Key)
+	if _, raw := in.mapper.route(r.Bucket, r.RawKey); raw {
+		watched = true
+	}
+	if !watched || r.Bucket == in.mapper.Quarantine {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
