@@ -124,6 +124,16 @@ func TestMapVerdicts(t *testing.T) {
 		{"whole bucket", rec(func(r *Record) { r.Bucket, r.Key = "photos", "x/y.png" }), Publish},
 		{"delete", rec(func(r *Record) { r.EventName = "s3:ObjectRemoved:Delete" }), Ignored},
 		{"tagging", rec(func(r *Record) { r.EventName = "s3:ObjectTagging:Put" }), Ignored},
+		// MinIO names its metadata-only changes ObjectCreated too: no new bytes, no new answer (one
+		// tagged after the memory forgot its put would be answered twice).
+		{"minio tagging", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:PutTagging" }), Ignored},
+		{"minio tags deleted", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:DeleteTagging" }), Ignored},
+		{"minio retention", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:PutRetention" }), Ignored},
+		{"minio legal hold", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:PutLegalHold" }), Ignored},
+		{"multipart", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:CompleteMultipartUpload" }), Publish},
+		{"whole bucket's variant", rec(func(r *Record) { r.Bucket, r.Key = "photos", "images/"+id+"/a_high.webp" }), Guarded},
+		{"an HLS segment", rec(func(r *Record) { r.Key = "uploads/videos/" + id + "/hls/720p_00001.m4s" }), Guarded},
+		{"a storyboard", rec(func(r *Record) { r.Key = "uploads/videos/" + id + "/storyboard/storyboard.vtt" }), Guarded},
 		{"outside the prefix", rec(func(r *Record) { r.Key = "other/a.jpg" }), Unwatched},
 		{"another bucket", rec(func(r *Record) { r.Bucket = "logs" }), Unwatched},
 		{"an image variant", rec(func(r *Record) { r.Key = "uploads/images/" + id + "/a_high.webp" }), Guarded},
