@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -90,12 +91,16 @@ type statStore struct {
 	objstore.Store
 	mu      sync.Mutex
 	statted []string
+	err     error // Stat's answer; nil: "Access Denied." (transient)
 }
 
 func (s *statStore) Stat(_ context.Context, bucket, key string) (objstore.Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statted = append(s.statted, bucket+"/"+key)
+	if s.err != nil {
+		return objstore.Info{}, s.err
+	}
 	return objstore.Info{}, errors.New("Access Denied.")
 }
 
@@ -160,4 +165,18 @@ func TestIngestObjectMetaNamingAnotherBucketIsRefused(t *testing.T) {
 	if got := w.in.Counts()["malformed"]; got != 1 {
 		t.Fatalf("malformed %d, want 1 (the forged notice counted)", got)
 	}
+}
+
+// A watched record whose key reads two ways, each of which the store refuses for good (a segment
+// longer than its file system takes, a name it cannot hold): no lookup can ever succeed, so the event
+// is not sent back every 2 seconds forever. It becomes its request, whose job answers what the store
+// says.
+func TestIngestPermanentlyRefusedLookupIsNoPoison(t *testing.T) {
+	store := &statStore{err: fmt.Errorf("%w: KeyTooLongError", objstore.ErrRefused)}
+	w := startIngest(t, Config{Routes: "media/uploads/", Subjects: "s3.events"}, Options{Store: store}, nil)
+	ev := strings.NewReplacer("\n", "", "uploads/u1/my+photo%C3%BC.jpg", "uploads/"+strings.Repeat("x", 300)+"+a.jpg").Replace(awsEvent)
+	if _, err := w.js.Publish(context.Background(), "s3.events", []byte(ev)); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCount("published", 1)
 }

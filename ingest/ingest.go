@@ -253,8 +253,11 @@ func (in *Ingester) resolveKey(ctx context.Context, r *Record) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// A permanent refusal (a name the store cannot hold, a 4xx) says that reading is no object, as
+	// not-found does: the event is the sender's, and asking again cannot change the answer, so it
+	// must not send the event back forever. Only a transient failure is retried.
 	_, err := in.opts.Store.Stat(sctx, r.Bucket, r.Key)
-	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
+	if err == nil || !objstore.IsPermanent(err) {
 		if err != nil {
 			return fmt.Errorf("looking up %s/%s: %w", r.Bucket, r.Key, err)
 		}
@@ -262,7 +265,7 @@ func (in *Ingester) resolveKey(ctx context.Context, r *Record) error {
 	}
 	if _, err := in.opts.Store.Stat(sctx, r.Bucket, r.RawKey); err == nil {
 		r.Key = r.RawKey
-	} else if !errors.Is(err, objstore.ErrNotFound) {
+	} else if !objstore.IsPermanent(err) {
 		return fmt.Errorf("looking up %s/%s: %w", r.Bucket, r.RawKey, err)
 	}
 	return nil
