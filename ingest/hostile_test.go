@@ -180,3 +180,28 @@ func TestIngestPermanentlyRefusedLookupIsNoPoison(t *testing.T) {
 	}
 	w.waitCount("published", 1)
 }
+
+// An operator's stream (Config.Stream) may hold days of events from before ingest was turned on:
+// as documented, turning it on makes no jobs of uploads made before, only of what arrives after.
+func TestIngestOperatorStreamStartsAtNewEvents(t *testing.T) {
+	event := func(key string) []byte {
+		return []byte(strings.NewReplacer("\n", "", "uploads/u1/my+photo%C3%BC.jpg", key).Replace(awsEvent))
+	}
+	w := startIngest(t, Config{Routes: "media/uploads/", Stream: "OPS"}, Options{}, func(js jetstream.JetStream) {
+		ctx := context.Background()
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OPS", Subjects: []string{"ops.events"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, "ops.events", event("uploads/before.jpg")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := w.js.Publish(context.Background(), "ops.events", event("uploads/after.jpg")); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCount("published", 1)
+	reqs := w.requests()
+	if len(reqs) != 1 || !strings.Contains(reqs[0], "uploads/after.jpg") {
+		t.Fatalf("requests %q, want only the upload made after ingest was turned on", reqs)
+	}
+}

@@ -104,7 +104,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config, opts Options) 
 			}
 		}
 	case cfg.Stream != "":
-		if err := consumer(cfg.Stream, "", jetstream.DeliverAllPolicy); err != nil {
+		// The operator's stream may hold days of events from before ingest was on: only new ones.
+		if err := consumer(cfg.Stream, "", jetstream.DeliverNewPolicy); err != nil {
 			return nil, err
 		}
 	default:
