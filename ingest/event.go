@@ -124,6 +124,9 @@ func parseS3Record(raw json.RawMessage) (Record, error) {
 	}
 	r := Record{Kind: kindS3, EventName: name, Bucket: sr.S3.Bucket.Name, Size: sr.S3.Object.Size,
 		VersionID: sr.S3.Object.VersionID, ETag: strings.Trim(sr.S3.Object.ETag, `"`)}
+	if r.VersionID == nullVersion { // a suspended bucket's: no version (MediaID)
+		r.VersionID = ""
+	}
 	if r.Bucket == "" {
 		return Record{}, errors.New("no s3.bucket.name")
 	}

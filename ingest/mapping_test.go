@@ -213,3 +213,27 @@ func TestParseRoutes(t *testing.T) {
 		t.Errorf("a good template refused: %v", err)
 	}
 }
+
+// A bucket whose versioning is suspended gives every put the version ID "null" (versitygw's posix
+// backend writes it in its events): two uploads of new bytes to one key there are two versions, each
+// answered, told apart by their ETags as in a bucket that never versioned.
+func TestNullVersionIDIsNoVersion(t *testing.T) {
+	m := mapper(t, "media/uploads/")
+	event := func(etag string) string {
+		return strings.NewReplacer(`"sequencer"`, `"versionId":"null","sequencer"`, "d41d8cd98f00b204e9800998ecf8427e", etag).Replace(awsEvent)
+	}
+	a, v, err := mapOne(t, m, event("11111111111111111111111111111111"))
+	if v != Publish {
+		t.Fatalf("first put: %v %v", v, err)
+	}
+	b, v, err := mapOne(t, m, event("22222222222222222222222222222222"))
+	if v != Publish {
+		t.Fatalf("second put: %v %v", v, err)
+	}
+	if a.MediaID == b.MediaID {
+		t.Fatalf("two uploads of new bytes under version ID \"null\" are one request %s: the second is never answered", a.MediaID)
+	}
+	if want := MediaID("media", a.S3Key, "", "11111111111111111111111111111111"); a.MediaID != want {
+		t.Fatalf("mediaId %s, want %s (the ETag's, as without a version)", a.MediaID, want)
+	}
+}
