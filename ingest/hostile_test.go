@@ -13,6 +13,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/objstore"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
@@ -203,5 +204,37 @@ func TestIngestOperatorStreamStartsAtNewEvents(t *testing.T) {
 	reqs := w.requests()
 	if len(reqs) != 1 || !strings.Contains(reqs[0], "uploads/after.jpg") {
 		t.Fatalf("requests %q, want only the upload made after ingest was turned on", reqs)
+	}
+}
+
+// On a server whose max_payload was raised (up to 64 MB), a neighbour could publish events far bigger
+// than any S3 server sends; the consumer pulls 16 at a time, so the worker would hold 16 of them in
+// memory only to refuse each. The worker's own events stream refuses what ingest would not read.
+func TestIngestEventsStreamRefusesOversizedEvents(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server did not become ready")
+	}
+	js, err := jetstream.New(testenv.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := New(ctx, js, Config{Enabled: true, Routes: "media/uploads/", Subjects: "s3.events"},
+		Options{App: "app", RequestSubject: testRequests, Durable: "w", Remember: time.Hour, Log: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s3.events", []byte(awsEvent)); err != nil {
+		t.Fatalf("an ordinary event: %v", err)
+	}
+	big := `{"Records":[],"pad":"` + strings.Repeat("x", 4<<20) + `"}`
+	if _, err := js.Publish(ctx, "s3.events", []byte(big)); err == nil {
+		t.Fatal("the events stream took a 4 MB event, which ingest refuses to read")
 	}
 }

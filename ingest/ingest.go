@@ -120,6 +120,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config, opts Options) 
 			// An event is done once its request is published (the memory bucket remembers it): a work
 			// queue keeps only the waiting ones. One not taken within Remember is dropped.
 			Retention: jetstream.WorkQueuePolicy, MaxAge: opts.Remember, Discard: jetstream.DiscardOld,
+			// What ParseS3Event would refuse is not kept: on a server whose max_payload was raised, the
+			// consumer's pull of 16 such messages would hold them all in memory only to refuse them.
+			MaxMsgSize: maxEventBytes,
 		}); err != nil {
 			return nil, fmt.Errorf("creating the ingest stream %s on %s: %w", name, strings.Join(subjects, ", "), err)
 		}
