@@ -34,9 +34,18 @@ type Record struct {
 }
 
 // Created reports whether the record is an object creation, the only event that starts a job.
+// MinIO also names changes of an object's tags, retention and legal hold s3:ObjectCreated:…: the
+// bytes (and so the mediaId) are those of a put already answered, so they are no creation.
 func (r Record) Created() bool {
-	return strings.HasPrefix(r.EventName, "s3:ObjectCreated:") || r.Kind == kindNATS && r.EventName == natsPut
+	if r.Kind == kindNATS {
+		return r.EventName == natsPut
+	}
+	kind, ok := strings.CutPrefix(r.EventName, "s3:ObjectCreated:")
+	return ok && !metadataOnly[kind]
 }
+
+// metadataOnly are MinIO's s3:ObjectCreated: events of no new bytes.
+var metadataOnly = map[string]bool{"PutTagging": true, "DeleteTagging": true, "PutRetention": true, "PutLegalHold": true}
 
 // s3Event is the payload of an S3 event notification. AWS (and versitygw, which copies it) send
 // {"Records":[…]}; MinIO wraps the same records as {"EventName":…,"Key":"bucket/key","Records":[…]},
@@ -115,6 +124,9 @@ func parseS3Record(raw json.RawMessage) (Record, error) {
 	}
 	r := Record{Kind: kindS3, EventName: name, Bucket: sr.S3.Bucket.Name, Size: sr.S3.Object.Size,
 		VersionID: sr.S3.Object.VersionID, ETag: strings.Trim(sr.S3.Object.ETag, `"`)}
+	if r.VersionID == nullVersion { // a suspended bucket's: no version (MediaID)
+		r.VersionID = ""
+	}
 	if r.Bucket == "" {
 		return Record{}, errors.New("no s3.bucket.name")
 	}

@@ -104,7 +104,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config, opts Options) 
 			}
 		}
 	case cfg.Stream != "":
-		if err := consumer(cfg.Stream, "", jetstream.DeliverAllPolicy); err != nil {
+		// The operator's stream may hold days of events from before ingest was on: only new ones.
+		if err := consumer(cfg.Stream, "", jetstream.DeliverNewPolicy); err != nil {
 			return nil, err
 		}
 	default:
@@ -119,6 +120,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config, opts Options) 
 			// An event is done once its request is published (the memory bucket remembers it): a work
 			// queue keeps only the waiting ones. One not taken within Remember is dropped.
 			Retention: jetstream.WorkQueuePolicy, MaxAge: opts.Remember, Discard: jetstream.DiscardOld,
+			// What ParseS3Event would refuse is not kept: on a server whose max_payload was raised, the
+			// consumer's pull of 16 such messages would hold them all in memory only to refuse them.
+			MaxMsgSize: maxEventBytes,
 		}); err != nil {
 			return nil, fmt.Errorf("creating the ingest stream %s on %s: %w", name, strings.Join(subjects, ", "), err)
 		}
@@ -199,6 +203,15 @@ func (in *Ingester) handle(ctx context.Context, m jetstream.Msg) {
 			_ = m.Ack()
 			return
 		}
+		// The subject names the bucket the message was written into ($O.<bucket>.M.…): whoever may
+		// write into one watched bucket may publish any metadata there, and a record naming another
+		// bucket would make a job of that bucket's object (nothing across buckets).
+		if b := subjectBucket(m.Subject()); r.Bucket != b {
+			in.counts[Malformed].Add(1)
+			in.opts.Log.Warn().Str("subject", m.Subject()).Str("bucket", r.Bucket).Msg("ingest: object-store notice names another bucket than the one it was written into, skipped")
+			_ = m.Ack()
+			return
+		}
 		recs = []Record{r}
 	} else {
 		rs, bad, err := ParseS3Event(m.Data())
@@ -232,10 +245,23 @@ func (in *Ingester) resolveKey(ctx context.Context, r *Record) error {
 	if r.RawKey == "" || in.opts.Store == nil || !r.Created() {
 		return nil
 	}
+	// Only a record one of whose readings is watched is looked up: the store's events name every
+	// bucket, and the worker has no business asking about another's objects (nor waiting on, or being
+	// refused by, a store it does not serve).
+	_, watched := in.mapper.route(r.Bucket, r.Key)
+	if _, raw := in.mapper.route(r.Bucket, r.RawKey); raw {
+		watched = true
+	}
+	if !watched || r.Bucket == in.mapper.Quarantine {
+		return nil
+	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// A permanent refusal (a name the store cannot hold, a 4xx) says that reading is no object, as
+	// not-found does: the event is the sender's, and asking again cannot change the answer, so it
+	// must not send the event back forever. Only a transient failure is retried.
 	_, err := in.opts.Store.Stat(sctx, r.Bucket, r.Key)
-	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
+	if err == nil || !objstore.IsPermanent(err) {
 		if err != nil {
 			return fmt.Errorf("looking up %s/%s: %w", r.Bucket, r.Key, err)
 		}
@@ -243,7 +269,7 @@ func (in *Ingester) resolveKey(ctx context.Context, r *Record) error {
 	}
 	if _, err := in.opts.Store.Stat(sctx, r.Bucket, r.RawKey); err == nil {
 		r.Key = r.RawKey
-	} else if !errors.Is(err, objstore.ErrNotFound) {
+	} else if !objstore.IsPermanent(err) {
 		return fmt.Errorf("looking up %s/%s: %w", r.Bucket, r.RawKey, err)
 	}
 	return nil

@@ -21,14 +21,19 @@ var Namespace = uuid.MustParse("8f0e4b7a-3c61-5d2e-9a4f-6b1d2c3e4f50")
 // a re-sent event is the same request (its Nats-Msg-Id is the mediaId), and a new version of the key
 // is a new one. In a bucket that does not version, uploading the same bytes to the same key again
 // has the same ETag and is the same request: the answer already given stands for it. An API can
-// compute it too (any UUIDv5 library) to find the answer to an upload it presigned.
+// compute it too (any UUIDv5 library) to find the answer to an upload it presigned. The version ID
+// "null" (every put's, in a bucket whose versioning is suspended) is no version: the ETag tells.
 func MediaID(bucket, key, versionID, etag string) string {
 	v := "v:" + versionID
-	if versionID == "" {
+	if versionID == "" || versionID == nullVersion {
 		v = "e:" + strings.Trim(etag, `"`)
 	}
 	return uuid.NewSHA1(Namespace, []byte(bucket+"\n"+key+"\n"+v)).String()
 }
+
+// nullVersion is S3's version ID of an object put while the bucket's versioning is suspended: the
+// same for every put of the key, so it tells no version from another.
+const nullVersion = "null"
 
 // Verdict is what becomes of one record.
 type Verdict int

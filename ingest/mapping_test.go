@@ -124,6 +124,16 @@ func TestMapVerdicts(t *testing.T) {
 		{"whole bucket", rec(func(r *Record) { r.Bucket, r.Key = "photos", "x/y.png" }), Publish},
 		{"delete", rec(func(r *Record) { r.EventName = "s3:ObjectRemoved:Delete" }), Ignored},
 		{"tagging", rec(func(r *Record) { r.EventName = "s3:ObjectTagging:Put" }), Ignored},
+		// MinIO names its metadata-only changes ObjectCreated too: no new bytes, no new answer (one
+		// tagged after the memory forgot its put would be answered twice).
+		{"minio tagging", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:PutTagging" }), Ignored},
+		{"minio tags deleted", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:DeleteTagging" }), Ignored},
+		{"minio retention", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:PutRetention" }), Ignored},
+		{"minio legal hold", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:PutLegalHold" }), Ignored},
+		{"multipart", rec(func(r *Record) { r.EventName = "s3:ObjectCreated:CompleteMultipartUpload" }), Publish},
+		{"whole bucket's variant", rec(func(r *Record) { r.Bucket, r.Key = "photos", "images/"+id+"/a_high.webp" }), Guarded},
+		{"an HLS segment", rec(func(r *Record) { r.Key = "uploads/videos/" + id + "/hls/720p_00001.m4s" }), Guarded},
+		{"a storyboard", rec(func(r *Record) { r.Key = "uploads/videos/" + id + "/storyboard/storyboard.vtt" }), Guarded},
 		{"outside the prefix", rec(func(r *Record) { r.Key = "other/a.jpg" }), Unwatched},
 		{"another bucket", rec(func(r *Record) { r.Bucket = "logs" }), Unwatched},
 		{"an image variant", rec(func(r *Record) { r.Key = "uploads/images/" + id + "/a_high.webp" }), Guarded},
@@ -201,5 +211,29 @@ func TestParseRoutes(t *testing.T) {
 	}
 	if err := (Config{Enabled: true, Routes: "media", URLTemplate: "https://api.example/media/{mediaId}?key={key}"}).Validate(); err != nil {
 		t.Errorf("a good template refused: %v", err)
+	}
+}
+
+// A bucket whose versioning is suspended gives every put the version ID "null" (versitygw's posix
+// backend writes it in its events): two uploads of new bytes to one key there are two versions, each
+// answered, told apart by their ETags as in a bucket that never versioned.
+func TestNullVersionIDIsNoVersion(t *testing.T) {
+	m := mapper(t, "media/uploads/")
+	event := func(etag string) string {
+		return strings.NewReplacer(`"sequencer"`, `"versionId":"null","sequencer"`, "d41d8cd98f00b204e9800998ecf8427e", etag).Replace(awsEvent)
+	}
+	a, v, err := mapOne(t, m, event("11111111111111111111111111111111"))
+	if v != Publish {
+		t.Fatalf("first put: %v %v", v, err)
+	}
+	b, v, err := mapOne(t, m, event("22222222222222222222222222222222"))
+	if v != Publish {
+		t.Fatalf("second put: %v %v", v, err)
+	}
+	if a.MediaID == b.MediaID {
+		t.Fatalf("two uploads of new bytes under version ID \"null\" are one request %s: the second is never answered", a.MediaID)
+	}
+	if want := MediaID("media", a.S3Key, "", "11111111111111111111111111111111"); a.MediaID != want {
+		t.Fatalf("mediaId %s, want %s (the ETag's, as without a version)", a.MediaID, want)
 	}
 }

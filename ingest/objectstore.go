@@ -29,6 +29,19 @@ func objectStream(b string) string { return "OBJ_" + b }
 // objectMetaSubjects is the filter of b's metadata messages.
 func objectMetaSubjects(b string) string { return "$O." + b + ".M.>" }
 
+// subjectBucket is the bucket of a metadata subject $O.<bucket>.M.<name>, "" when it is not one.
+func subjectBucket(subject string) string {
+	b, ok := strings.CutPrefix(subject, "$O.")
+	if !ok {
+		return ""
+	}
+	b, _, ok = strings.Cut(b, ".M.")
+	if !ok || strings.Contains(b, ".") {
+		return ""
+	}
+	return b
+}
+
 // ParseObjectMeta reads an object-store metadata message. A deletion (the store writes a metadata
 // message for it too) is a record whose EventName is not PUT, ignored like S3's other event types.
 func ParseObjectMeta(data []byte) (Record, error) {
