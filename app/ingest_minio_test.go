@@ -50,9 +50,14 @@ func TestIngestMinIOEvents(t *testing.T) {
 	qc.AddFilterPrefix("uploads/")
 	var nc notification.Configuration
 	nc.AddQueue(qc)
-	if err := mc.SetBucketNotification(context.Background(), "media", nc); err != nil {
-		t.Fatalf("setting MinIO's bucket notification: %v", err)
-	}
+	// MinIO refuses a notification whose target is not online yet (its NATS target connects in the
+	// background after start), so a busy machine can get "ARN does not exist" at first: ask again.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := mc.SetBucketNotification(context.Background(), "media", nc); err != nil {
+			return fmt.Errorf("setting MinIO's bucket notification: %w", err)
+		}
+		return nil
+	})
 	events, err := w.nc.SubscribeSync(topic)
 	if err != nil {
 		t.Fatal(err)
