@@ -98,6 +98,10 @@ func TestIngestNATSObjectPut(t *testing.T) {
 	if want := ingest.MediaID("media", "uploads/u1/photo.jpg", src.VersionID, ""); r.MediaID != want {
 		t.Fatalf("mediaId %s, want %s (the version's)", r.MediaID, want)
 	}
+	// The original is named as `submit` names it: the worker's /objects serves variants only.
+	if want := "nats://objectstore/media/uploads/u1/photo.jpg"; r.OriginalURL != want {
+		t.Errorf("originalUrl %q, want %q", r.OriginalURL, want)
+	}
 
 	// The put's notice, sent three times more (as an at-least-once sender would).
 	meta, err := w.js.Stream(context.Background(), "OBJ_media")

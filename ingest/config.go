@@ -34,7 +34,8 @@ type Config struct {
 	// then provisions nothing for them and only adds its durable consumer.
 	Stream string
 	// URLTemplate makes a request's mediaUrl: {bucket}, {key} (path-escaped, slashes kept) and
-	// {mediaId} are replaced. Empty: the object's own URL in the store (as its variants' URLs are).
+	// {mediaId} are replaced. Empty: the object's URL in the store (on the embedded object store its
+	// nats://objectstore/<bucket>/<key> name, as submit gives it: /objects serves variants only).
 	URLTemplate string
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config, opts Options) 
 	routes, _ := ParseRoutes(cfg.Routes)
 	in := &Ingester{js: js, cfg: cfg, opts: opts,
 		mapper: Mapper{Routes: routes, Quarantine: opts.Quarantine, Template: cfg.URLTemplate}}
-	if opts.Store != nil {
+	switch {
+	case opts.ObjectStore:
+		// The object's name in the embedded store, as `mediaworker submit` gives it: the store's URL
+		// there is the worker's /objects, which serves variants only, never an original.
+		in.mapper.URL = func(bucket, key string) string {
+			return objstore.ObjectURL("nats://objectstore/"+url.PathEscape(bucket), key)
+		}
+	case opts.Store != nil:
 		in.mapper.URL = opts.Store.URL
 	}
 	for _, r := range routes {
