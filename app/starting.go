@@ -32,8 +32,10 @@ type Starting struct {
 	closeOnce sync.Once
 }
 
-// ServeStarting listens on addr and answers at once: /health/live 200, /health/ready and /health 503
-// with what start-up is doing, / a page saying the same.
+// ServeStarting listens on addr and answers at once: /health/live, /health/ready and /health 503 with
+// what start-up is doing, / a page saying the same. Live stays 503 until the App serves: "live" means
+// started (connected, streams provisioned), which a startup probe and the test harness wait for; a
+// liveness probe is not asked before the startup probe passes.
 func ServeStarting(addr string) (*Starting, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -49,7 +51,7 @@ func ServeStarting(addr string) (*Starting, error) {
 	s.Set("starting")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting: " + s.Phase(), "starting": s.Phase()})
 	})
 	notReady := func(w http.ResponseWriter, _ *http.Request) {
 		p := s.Phase()
