@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,16 +88,11 @@ type MinIO struct {
 	AccessKey string
 	SecretKey string
 
-	t       testing.TB
+	serverProc
 	bin     string
 	dataDir string
 	console string
-	logPath string
 	env     []string // more of MinIO's settings (StartMinIOWith)
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the running process has exited
 }
 
 // StartMinIO starts a MinIO server on free loopback ports and stops it when the test ends. Its output
@@ -114,26 +108,18 @@ func StartMinIOWith(t testing.TB, env map[string]string) *MinIO {
 	t.Helper()
 	dir := t.TempDir()
 	m := &MinIO{
-		Endpoint:  FreeAddr(t),
-		AccessKey: "mediaworker",
-		SecretKey: "mediaworker-secret",
-		t:         t,
-		bin:       MinIOBinary(t),
-		dataDir:   filepath.Join(dir, "data"),
-		console:   FreeAddr(t),
-		logPath:   filepath.Join(dir, "minio.log"),
+		Endpoint:   FreeAddr(t),
+		AccessKey:  "mediaworker",
+		SecretKey:  "mediaworker-secret",
+		serverProc: serverProc{t: t, what: "MinIO", logPath: filepath.Join(dir, "minio.log")},
+		bin:        MinIOBinary(t),
+		dataDir:    filepath.Join(dir, "data"),
+		console:    FreeAddr(t),
 	}
 	for k, v := range env {
 		m.env = append(m.env, k+"="+v)
 	}
-	t.Cleanup(func() {
-		m.Stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(m.logPath); err == nil {
-				t.Logf("MinIO log (%s):\n%s", m.logPath, TailLines(b, 80))
-			}
-		}
-	})
+	m.stopAtEnd()
 	m.Start()
 	return m
 }
@@ -145,53 +131,24 @@ func (m *MinIO) URL() string { return "http://" + m.Endpoint }
 // does nothing if the server is running.
 func (m *MinIO) Start() {
 	m.t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd != nil {
-		return
-	}
-	logf, err := os.OpenFile(m.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		m.t.Fatalf("opening MinIO log: %v", err)
-	}
-	home := filepath.Join(filepath.Dir(m.logPath), "home")
-	cmd := exec.Command(m.bin, "server",
-		"--address", m.Endpoint,
-		"--console-address", m.console,
-		"--certs-dir", filepath.Join(home, "certs"),
-		m.dataDir)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"MINIO_ROOT_USER=" + m.AccessKey,
-		"MINIO_ROOT_PASSWORD=" + m.SecretKey,
-		"MINIO_BROWSER=off",
-		"MINIO_UPDATE=off",
-	}
-	cmd.Env = append(cmd.Env, m.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Die with the test binary even if it is killed before cleanups run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		m.t.Fatalf("starting MinIO: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	m.cmd, m.done = cmd, done
-
-	client := &http.Client{Timeout: time.Second}
-	Eventually(m.t, 30*time.Second, func() error {
-		select {
-		case <-done:
-			log, _ := os.ReadFile(m.logPath)
-			m.t.Fatalf("MinIO exited during start-up: %s\n%s", cmd.ProcessState, TailLines(log, 40))
-		default:
+	m.start(func() *exec.Cmd {
+		home := filepath.Join(filepath.Dir(m.logPath), "home")
+		cmd := exec.Command(m.bin, "server",
+			"--address", m.Endpoint,
+			"--console-address", m.console,
+			"--certs-dir", filepath.Join(home, "certs"),
+			m.dataDir)
+		cmd.Env = []string{
+			"PATH=" + os.Getenv("PATH"),
+			"HOME=" + home,
+			"MINIO_ROOT_USER=" + m.AccessKey,
+			"MINIO_ROOT_PASSWORD=" + m.SecretKey,
+			"MINIO_BROWSER=off",
+			"MINIO_UPDATE=off",
 		}
+		cmd.Env = append(cmd.Env, m.env...)
+		return cmd
+	}, func(client *http.Client) error {
 		// live: the process serves; ready: it can serve S3 requests (its drive is initialised).
 		for _, p := range []string{"/minio/health/live", "/minio/health/ready"} {
 			resp, err := client.Get(m.URL() + p)
@@ -215,17 +172,4 @@ func (m *MinIO) Start() {
 		}
 		return nil
 	})
-}
-
-// Stop kills the server (like a crash: no graceful shutdown) and waits for it to exit. The data
-// directory is kept for Start. It does nothing if the server is not running.
-func (m *MinIO) Stop() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return
-	}
-	_ = m.cmd.Process.Kill()
-	<-m.done
-	m.cmd, m.done = nil, nil
 }

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -60,15 +58,10 @@ type VersityGW struct {
 	AccessKey string
 	SecretKey string
 
-	t       testing.TB
-	bin     string
-	root    string
-	logPath string
-	opts    VersityGWOptions
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	serverProc
+	bin  string
+	root string
+	opts VersityGWOptions
 }
 
 // StartVersityGW starts versitygw on a free loopback port and stops it when the test ends. Its output
@@ -78,22 +71,15 @@ func StartVersityGW(t testing.TB, opts VersityGWOptions) *VersityGW {
 	dir := t.TempDir()
 	g := &VersityGW{
 		Endpoint: FreeAddr(t), AccessKey: "mediaworker", SecretKey: "mediaworker-secret",
-		t: t, bin: VersityGWBinary(t), root: filepath.Join(dir, "root"),
-		logPath: filepath.Join(dir, "versitygw.log"), opts: opts,
+		serverProc: serverProc{t: t, what: "versitygw", logPath: filepath.Join(dir, "versitygw.log")},
+		bin:        VersityGWBinary(t), root: filepath.Join(dir, "root"), opts: opts,
 	}
 	for _, d := range []string{g.root, filepath.Join(dir, "versions"), filepath.Join(dir, "iam")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		g.Stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(g.logPath); err == nil {
-				t.Logf("versitygw log (%s):\n%s", g.logPath, TailLines(b, 80))
-			}
-		}
-	})
+	g.stopAtEnd()
 	g.Start()
 	return g
 }
@@ -105,53 +91,26 @@ func (g *VersityGW) URL() string { return "http://" + g.Endpoint }
 // nothing if it is running.
 func (g *VersityGW) Start() {
 	g.t.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.cmd != nil {
-		return
-	}
-	logf, err := os.OpenFile(g.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		g.t.Fatalf("opening versitygw log: %v", err)
-	}
-	args := []string{"--port", g.Endpoint, "--access", g.AccessKey, "--secret", g.SecretKey,
-		"--region", "us-east-1", "--health", "/health"}
-	if g.opts.IAM {
-		args = append(args, "--iam-dir", filepath.Join(filepath.Dir(g.root), "iam"))
-	}
-	if g.opts.EventNATSURL != "" {
-		args = append(args, "--event-nats-url", g.opts.EventNATSURL, "--event-nats-topic", g.opts.EventNATSTopic)
-	}
-	// Object metadata (content type, x-amz-meta-*) in user xattrs, versitygw's default (the test
-	// temp dir's ext4 takes them); its sidecar directory keeps an overwritten object's old metadata.
-	args = append(args, "posix")
-	if g.opts.Versioning {
-		args = append(args, "--versioning-dir", filepath.Join(filepath.Dir(g.root), "versions"))
-	}
-	args = append(args, g.root)
-	cmd := exec.Command(g.bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Dir(g.root)}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		g.t.Fatalf("starting versitygw: %v", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	g.cmd, g.done = cmd, done
-	client := &http.Client{Timeout: time.Second}
-	Eventually(g.t, 30*time.Second, func() error {
-		select {
-		case <-done:
-			log, _ := os.ReadFile(g.logPath)
-			g.t.Fatalf("versitygw exited during start-up: %s\n%s", cmd.ProcessState, TailLines(log, 40))
-		default:
+	g.start(func() *exec.Cmd {
+		args := []string{"--port", g.Endpoint, "--access", g.AccessKey, "--secret", g.SecretKey,
+			"--region", "us-east-1", "--health", "/health"}
+		if g.opts.IAM {
+			args = append(args, "--iam-dir", filepath.Join(filepath.Dir(g.root), "iam"))
 		}
+		if g.opts.EventNATSURL != "" {
+			args = append(args, "--event-nats-url", g.opts.EventNATSURL, "--event-nats-topic", g.opts.EventNATSTopic)
+		}
+		// Object metadata (content type, x-amz-meta-*) in user xattrs, versitygw's default (the test
+		// temp dir's ext4 takes them); its sidecar directory keeps an overwritten object's old metadata.
+		args = append(args, "posix")
+		if g.opts.Versioning {
+			args = append(args, "--versioning-dir", filepath.Join(filepath.Dir(g.root), "versions"))
+		}
+		args = append(args, g.root)
+		cmd := exec.Command(g.bin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Dir(g.root)}
+		return cmd
+	}, func(client *http.Client) error {
 		resp, err := client.Get(g.URL() + "/health")
 		if err != nil {
 			return err
@@ -162,18 +121,6 @@ func (g *VersityGW) Start() {
 		}
 		return nil
 	})
-}
-
-// Stop kills the gateway and waits for it to exit; the data stays for Start.
-func (g *VersityGW) Stop() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.cmd == nil {
-		return
-	}
-	_ = g.cmd.Process.Kill()
-	<-g.done
-	g.cmd, g.done = nil, nil
 }
 
 // StartS3 starts the S3 server the tests run against: versitygw, maintained and built from the Go
