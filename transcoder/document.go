@@ -1,0 +1,186 @@
+package transcoder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Documents turns the first page of a PDF, or an SVG, into a PNG in the job's scratch directory,
+// which the image path then makes the recipe's variants from: an SVG is never stored or served as
+// SVG. poppler and librsvg are untrusted loaders, so they never run in the worker: each render is a
+// child process (the worker itself, `mediaworker render-document`, see document_child.go) started
+// exactly like ffmpeg (Videos.run: prlimit's address-space, CPU-time, file-size and no-core limits,
+// its own process group killed with the job's context, PATH as its only variable), which confines
+// itself before it reads a byte (no network, no file outside the scratch directory but the system's
+// libraries and fonts). A crash or a hang costs that child; the job fails in words.
+type Documents struct {
+	v   *Videos
+	cfg DocumentConfig
+	// confinement is what the check render at start reported: the layers in force, and the missing
+	// ones (empty when none is).
+	confinement, missing string
+}
+
+// DocumentConfig sets the renderer.
+type DocumentConfig struct {
+	// Command starts the render child: the program and its leading arguments, to which the flags
+	// are appended. Default: this program with "render-document".
+	Command []string
+	// Size is the long side, in pixels, of the PNG a page is rendered to: the recipe's largest
+	// variant, so that it is made by shrinking, never by enlarging.
+	Size int
+	// MaxPixels refuses a first page larger than this at the document's own scale: a PDF page at 72
+	// dpi (a pixel per point: a 200-inch square page is 14400 × 14400, 207 megapixels), an SVG at its
+	// declared size. The document is refused before anything is rendered.
+	MaxPixels int64
+	// MaxCPUTime is the CPU time one render may use (RLIMIT_CPU, whole seconds); the address-space
+	// and file-size limits are the video ones (VideoConfig.MaxMemoryBytes, MaxOutputBytes).
+	MaxCPUTime time.Duration
+}
+
+// DefaultDocumentConfig returns the defaults: a 2048-pixel long side, 100 megapixels, a minute of
+// CPU time (an A4 page with text and images takes about 0.1 s).
+func DefaultDocumentConfig() DocumentConfig {
+	return DocumentConfig{Size: 2048, MaxPixels: 100_000_000, MaxCPUTime: time.Minute}
+}
+
+// Validate reports the first setting that is out of range.
+func (c DocumentConfig) Validate() error {
+	switch {
+	case c.Size < 16 || int64(c.Size)*int64(c.Size) > c.MaxPixels:
+		return fmt.Errorf("document render size must be at least 16 and its square within max pixels (%d), got %d", c.MaxPixels, c.Size)
+	case c.MaxCPUTime < time.Second:
+		return fmt.Errorf("document max cpu time must be at least 1s, got %s", c.MaxCPUTime)
+	}
+	return nil
+}
+
+// DocumentFormat is what the upload was sniffed as.
+type DocumentFormat string
+
+const (
+	PDF DocumentFormat = "pdf"
+	SVG DocumentFormat = "svg"
+)
+
+// RenderedDocument is a rendered first page.
+type RenderedDocument struct {
+	Path          string // the PNG, in the scratch directory
+	Width, Height int    // of the PNG
+	Pages         int    // the document's page count (1 for an SVG), for the metadata's pages
+	// PageWidth and PageHeight are the first page's size at the document's own scale (points for a
+	// PDF, pixels for an SVG).
+	PageWidth, PageHeight int
+}
+
+// NewDocuments checks cfg and renders a tiny SVG once, so a renderer that cannot start under the
+// limits (or cannot confine itself) shows at start, not as failed jobs.
+func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Documents, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating document config: %w", err)
+	}
+	if len(cfg.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the render child: %w", err)
+		}
+		cfg.Command = []string{exe, "render-document"}
+	}
+	d := &Documents{v: v, cfg: cfg}
+	dir, err := os.MkdirTemp("", "mediaworker-render-check-")
+	if err != nil {
+		return nil, fmt.Errorf("checking the document renderer: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	in := filepath.Join(dir, "check.svg")
+	svg := `<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><rect width="4" height="4" fill="#0a0"/></svg>`
+	if err := os.WriteFile(in, []byte(svg), 0o600); err != nil {
+		return nil, fmt.Errorf("checking the document renderer: %w", err)
+	}
+	if _, err := d.render(ctx, dir, in, SVG); err != nil {
+		return nil, fmt.Errorf("checking that the document renderer runs under its limits (%d MiB of address space): %w",
+			v.cfg.MaxMemoryBytes>>20, err)
+	}
+	return d, nil
+}
+
+// Confinement says which confinement layers the renderer runs under and which ones the kernel
+// lacks (empty when none is missing), for the worker's start-up log.
+func (d *Documents) Confinement() (inForce, missing string) { return d.confinement, d.missing }
+
+// Render renders the first page of the document at input (in dir, the job's scratch directory) to
+// dir/page.png. A document over a limit, one the loader cannot read, and one that crashes the loader
+// or runs it out of CPU time or memory are bad input, in words; the child's own messages are Detail.
+func (d *Documents) Render(ctx context.Context, dir, input string, format DocumentFormat) (RenderedDocument, error) {
+	return d.render(ctx, dir, input, format)
+}
+
+func (d *Documents) render(ctx context.Context, dir, input string, format DocumentFormat) (RenderedDocument, error) {
+	const step = "rendering the document"
+	if format != PDF && format != SVG {
+		return RenderedDocument{}, internal(step, fmt.Errorf("unknown document format %q", format))
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return RenderedDocument{}, internal(step, err)
+	}
+	out := filepath.Join(dir, "page.png")
+	args := append(append([]string{}, d.cfg.Command[1:]...),
+		"--in="+input, "--out="+out, "--scratch="+dir, "--format="+string(format),
+		"--size="+strconv.Itoa(d.cfg.Size), "--max-pixels="+strconv.FormatInt(d.cfg.MaxPixels, 10))
+	stdout := &limitedBuffer{max: 64 << 10}
+	err = d.v.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
+	if err != nil {
+		return RenderedDocument{}, d.classify(ctx, step, format, err)
+	}
+	var res documentResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return RenderedDocument{}, internal(step, fmt.Errorf("reading the renderer's answer: %w", err))
+	}
+	d.confinement, d.missing = res.Confinement, res.Missing
+	return RenderedDocument{Path: out, Width: res.Width, Height: res.Height, Pages: res.Pages,
+		PageWidth: res.PageWidth, PageHeight: res.PageHeight}, nil
+}
+
+// classify turns a failed render into an error whose message is for the person who uploaded the
+// document.
+func (d *Documents) classify(ctx context.Context, step string, format DocumentFormat, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", step, ctx.Err())
+	}
+	var te *toolError
+	if !errors.As(err, &te) {
+		return internal(step, err)
+	}
+	name := strings.ToUpper(string(format))
+	switch {
+	case te.exitCode == renderRefused:
+		// The child's first line is the public sentence; it was built from numbers, not from the file.
+		line, _, _ := strings.Cut(strings.TrimSpace(te.stderr), "\n")
+		return &Error{BadInput: true, Msg: line}
+	case te.exitCode == renderUndecodable:
+		return badInputSaid(fmt.Sprintf("the %s could not be read (damaged, cut off or not a %s)", name, name), te)
+	case te.hitCPULimit():
+		return badInputSaid(fmt.Sprintf("the %s needs more CPU time than the limit of %s to render", name, te.cpuLimit), te)
+	case te.signal == syscall.SIGXFSZ:
+		return badInputSaid(fmt.Sprintf("the %s's rendered page would be larger than the limit of %d MiB",
+			name, (d.v.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
+	case te.outOfMemory() || strings.Contains(te.stderr, "fatal error: runtime: out of memory"):
+		return badInputSaid(fmt.Sprintf("the %s needs more memory than the limit of %d MiB to render", name, d.v.cfg.MaxMemoryBytes>>20), te)
+	case te.systemFailure():
+		return internal(step, err)
+	case te.signal != 0 || te.exitCode == 2 && strings.Contains(te.stderr, "SIGSEGV"):
+		// The loader crashed on the file (or the Go runtime caught its segfault): the child died, the
+		// worker did not, and the same file would crash it again.
+		return badInputSaid(fmt.Sprintf("the %s crashed the renderer (it is damaged or made to attack it)", name), te)
+	}
+	return internal(step, err)
+}
