@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -165,7 +165,7 @@ func renderDocument(in, out, format string, size int, maxPixels int64) (document
 
 // documentTooLarge is the public sentence for a first page over the pixel limit.
 func documentTooLarge(format string, w, h int, maxPixels int64) string {
-	mp := func(px float64) string { return fmt.Sprintf("%.0f megapixels", math.Ceil(px/1e6)) }
+	mp := func(px float64) string { return oneDecimal(px/1e6) + " megapixels" }
 	if format == "pdf" {
 		return fmt.Sprintf("the PDF's first page is %s × %s inches (%d × %d points), %s at 72 dpi; the limit is %s",
 			inches(w), inches(h), w, h, mp(float64(w)*float64(h)), mp(float64(maxPixels)))
@@ -174,8 +174,11 @@ func documentTooLarge(format string, w, h int, maxPixels int64) string {
 		w, h, mp(float64(w)*float64(h)), mp(float64(maxPixels)))
 }
 
-func inches(points int) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.1f", float64(points)/72), "0"), ".")
+func inches(points int) string { return oneDecimal(float64(points) / 72) }
+
+// oneDecimal is x to one decimal, without a trailing ".0".
+func oneDecimal(x float64) string {
+	return strings.TrimSuffix(strconv.FormatFloat(x, 'f', 1, 64), ".0")
 }
 
 // undecodableCode tells a loader that refused the document (libvips' words) from a failure of ours.

@@ -1,0 +1,298 @@
+package transcoder_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mediaworker/mediaworker/transcoder"
+)
+
+// The document renderer with real poppler and librsvg, in the real render child (this test binary
+// re-executed as render-document: see TestMain), under the real limits and confinement.
+
+func newDocuments(t *testing.T, cfg transcoder.DocumentConfig) *transcoder.Documents {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := transcoder.NewDocuments(ctx, newVideos(t, transcoder.DefaultVideoConfig()), cfg)
+	if err != nil {
+		t.Fatalf("NewDocuments: %v", err)
+	}
+	return d
+}
+
+// makePDF writes a PDF by hand: one page of w × h points per colour, each filled with its colour
+// and labelled, with a correct cross-reference table (poppler reads it without repairing).
+func makePDF(w, h float64, fills ...color.RGBA) []byte {
+	var b bytes.Buffer
+	var offsets []int
+	obj := func(body string) {
+		offsets = append(offsets, b.Len())
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offsets), body)
+	}
+	b.WriteString("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+	obj("<< /Type /Catalog /Pages 2 0 R >>")
+	var kids []string
+	for i := range fills {
+		kids = append(kids, fmt.Sprintf("%d 0 R", 4+2*i))
+	}
+	obj(fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(fills)))
+	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	for i, c := range fills {
+		obj(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %g %g] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>",
+			w, h, 5+2*i))
+		content := fmt.Sprintf("%.3f %.3f %.3f rg 0 0 %g %g re f 0 g BT /F1 24 Tf 20 20 Td (Page %d) Tj ET",
+			float64(c.R)/255, float64(c.G)/255, float64(c.B)/255, w, h, i+1)
+		obj(fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content))
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offsets)+1)
+	for _, o := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", o)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(offsets)+1, xref)
+	return b.Bytes()
+}
+
+var (
+	red   = color.RGBA{230, 20, 20, 255}
+	green = color.RGBA{20, 200, 20, 255}
+	blue  = color.RGBA{20, 20, 230, 255}
+)
+
+// writeInput writes data as the job's input in a fresh scratch directory.
+func writeInput(t *testing.T, name string, data []byte) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
+}
+
+func decodePNG(t *testing.T, path string) image.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("decoding the rendered page: %v", err)
+	}
+	return img
+}
+
+// near reports whether c is within 40 of want in each channel.
+func near(c color.Color, want color.RGBA) bool {
+	r, g, b, _ := c.RGBA()
+	d := func(x uint32, y uint8) bool { v := int(x>>8) - int(y); return v > -40 && v < 40 }
+	return d(r, want.R) && d(g, want.G) && d(b, want.B)
+}
+
+func TestDocumentPDFRendersFirstPageAndCountsPages(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 1024, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second})
+	dir, in := writeInput(t, "input", makePDF(595, 842, red, green, blue)) // A4, three pages
+	res, err := d.Render(context.Background(), dir, in, transcoder.PDF)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	if res.Pages != 3 {
+		t.Errorf("pages = %d, want 3", res.Pages)
+	}
+	if res.PageWidth != 595 || res.PageHeight != 842 {
+		t.Errorf("page = %d × %d points, want 595 × 842", res.PageWidth, res.PageHeight)
+	}
+	img := decodePNG(t, res.Path)
+	if b := img.Bounds(); b.Dy() != 1024 || b.Dx() < 722 || b.Dx() > 725 || b.Dx() != res.Width || b.Dy() != res.Height {
+		t.Errorf("PNG is %v, result says %d × %d; want about 724 × 1024", b, res.Width, res.Height)
+	}
+	if c := img.At(img.Bounds().Dx()/2, img.Bounds().Dy()/2); !near(c, red) {
+		t.Errorf("the middle of the rendered page is %v, want page 1's red", c)
+	}
+	if filepath.Dir(res.Path) != dir {
+		t.Errorf("the page is at %s, outside the scratch directory %s", res.Path, dir)
+	}
+	inForce, missing := d.Confinement()
+	t.Logf("confinement: %s; missing: %q", inForce, missing)
+}
+
+// hostileSVG is an SVG with a script, a file: image and an http: image; the blue background is all
+// that may render.
+func hostileSVG(secret, url string) []byte {
+	return []byte(`<?xml version="1.0"?>
+<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="200" height="100">
+  <script type="text/javascript">document.location = "` + url + `?script";</script>
+  <rect width="200" height="100" fill="#1414e6"/>
+  <image xlink:href="file://` + secret + `" x="0" y="0" width="100" height="100"/>
+  <image href="` + url + `" x="100" y="0" width="100" height="100"/>
+  <image xlink:href="` + url + `?xlink" x="50" y="0" width="100" height="100"/>
+</svg>`)
+}
+
+// countingListener accepts loopback connections and counts them.
+func countingListener(t *testing.T) (url string, count *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	count = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			count.Add(1)
+			c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/x.png", count
+}
+
+// redPNG is a PNG that would show as red wherever an <image> loaded it.
+func redPNG(t *testing.T) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	for i := range img.Pix {
+		img.Pix[i] = []byte{255, 0, 0, 255}[i%4]
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestDocumentSVGLoadsNothingOutside(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 400, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second})
+	url, conns := countingListener(t)
+	secretDir := t.TempDir() // outside the scratch directory, like /etc/passwd
+	secret := filepath.Join(secretDir, "passwd.png")
+	if err := os.WriteFile(secret, redPNG(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, in := writeInput(t, "input", hostileSVG(secret, url))
+	res, err := d.Render(context.Background(), dir, in, transcoder.SVG)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	if res.Pages != 1 || res.Width != 400 || res.Height != 200 {
+		t.Errorf("result = %+v, want 1 page, 400 × 200", res)
+	}
+	img := decodePNG(t, res.Path)
+	for y := 0; y < img.Bounds().Dy(); y += 5 {
+		for x := 0; x < img.Bounds().Dx(); x += 5 {
+			if c := img.At(x, y); !near(c, blue) {
+				t.Fatalf("pixel (%d, %d) is %v, not the background: an external image was drawn", x, y, c)
+			}
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the renderer made %d connections to the loopback listener, want 0", n)
+	}
+}
+
+// TestDocumentSVGTriesNothingOutside watches the render child with strace: not only is nothing
+// loaded, nothing is tried (librsvg, given the SVG without a base URL, refuses every external
+// reference before opening anything); the confinement is the second wall, tested in internal/confine.
+func TestDocumentSVGTriesNothingOutside(t *testing.T) {
+	strace := requireBinary(t, "strace")
+	url, conns := countingListener(t)
+	secret := filepath.Join(t.TempDir(), "passwd.png")
+	if err := os.WriteFile(secret, redPNG(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, in := writeInput(t, "input", hostileSVG(secret, url))
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(t.TempDir(), "trace")
+	d := newDocuments(t, transcoder.DocumentConfig{
+		Command: []string{strace, "-f", "-qq", "-e", "trace=%file,%network", "-o", trace, exe, "render-document"},
+		Size:    400, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second,
+	})
+	if _, err := d.Render(context.Background(), dir, in, transcoder.SVG); err != nil {
+		t.Fatalf("Render under strace: %v", err)
+	}
+	log, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(log, []byte("render-document")) || !bytes.Contains(log, []byte(in)) {
+		t.Fatalf("the trace does not show the child reading its input; strace saw nothing?\n%s", tail(log))
+	}
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, filepath.Base(secret)) || strings.Contains(line, "connect(") ||
+			strings.Contains(line, "AF_INET") {
+			t.Errorf("the render child tried to reach outside: %s", line)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("%d connections to the loopback listener, want 0", n)
+	}
+}
+
+func tail(b []byte) string {
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+func requireBinary(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is needed (scripts/install-deps.sh installs it): %v", name, err)
+	}
+	return path
+}
+
+func TestDocumentOverPixelLimitRefusedInWords(t *testing.T) {
+	d := newDocuments(t, transcoder.DefaultDocumentConfig())
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		format transcoder.DocumentFormat
+		want   string
+	}{
+		{"svg viewport", []byte(`<svg xmlns="http://www.w3.org/2000/svg" width="100000" height="100000" viewBox="0 0 100000 100000"><rect width="100000" height="100000" fill="red"/></svg>`),
+			transcoder.SVG, "the SVG's canvas is 100000 × 100000 pixels (10000 megapixels); the limit is 100 megapixels"},
+		{"pdf 200-inch page", makePDF(200*72, 200*72, red), transcoder.PDF,
+			"the PDF's first page is 200 × 200 inches (14400 × 14400 points), 207.4 megapixels at 72 dpi; the limit is 100 megapixels"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, in := writeInput(t, "input", tc.data)
+			start := time.Now()
+			_, err := d.Render(context.Background(), dir, in, tc.format)
+			if err == nil {
+				t.Fatal("rendered, want refused")
+			}
+			if !transcoder.IsBadInput(err) || err.Error() != tc.want {
+				t.Errorf("error = %q (bad input: %v),\nwant %q", err, transcoder.IsBadInput(err), tc.want)
+			}
+			if _, serr := os.Stat(filepath.Join(dir, "page.png")); !errors.Is(serr, os.ErrNotExist) {
+				t.Errorf("a page was written for a refused document (%v)", serr)
+			}
+			t.Logf("refused in %s", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
