@@ -177,10 +177,21 @@ func (d *Documents) classify(ctx context.Context, step string, format DocumentFo
 		return badInputSaid(fmt.Sprintf("the %s needs more memory than the limit of %d MiB to render", name, d.v.cfg.MaxMemoryBytes>>20), te)
 	case te.systemFailure():
 		return internal(step, err)
-	case te.signal != 0 || te.exitCode == 2 && strings.Contains(te.stderr, "SIGSEGV"):
-		// The loader crashed on the file (or the Go runtime caught its segfault): the child died, the
-		// worker did not, and the same file would crash it again.
+	case crashSignal(te.signal):
+		// The loader crashed on the file: the child died, the worker did not, and the same file would
+		// crash it again. (A SIGKILL that is not the CPU limit is the OOM killer's: the machine's.)
 		return badInputSaid(fmt.Sprintf("the %s crashed the renderer (it is damaged or made to attack it)", name), te)
 	}
 	return internal(step, err)
+}
+
+// crashSignal reports whether sig is a crash: a fault, an abort (glib's g_error, a failed assertion,
+// and the Go runtime's own end after it caught a fault: the child runs with GOTRACEBACK=crash), or
+// the seccomp filter's kill.
+func crashSignal(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGABRT, syscall.SIGTRAP, syscall.SIGSYS:
+		return true
+	}
+	return false
 }

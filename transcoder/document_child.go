@@ -114,8 +114,12 @@ func confineAndExec(args []string, scratch string, stderr io.Writer) int {
 	next := append([]string{exe, "render-document"}, args...)
 	next = append(next, "--"+renderConfinedFlag+"="+rep.String(), "--missing="+strings.Join(rep.Unsupported, "; "))
 	// Only what the loaders need: GIO's local file system (no GVfs daemons, which it would reach over
-	// D-Bus), and the scratch directory for any temporary file.
-	env := []string{"PATH=" + os.Getenv("PATH"), "GIO_USE_VFS=local", "TMPDIR=" + scratch, "HOME=" + scratch}
+	// D-Bus), and the scratch directory for any temporary file. GOTRACEBACK=crash: a loader's segfault
+	// (which the Go runtime catches, as any signal in cgo code) ends the child by a signal, SIGABRT,
+	// rather than by exit status 2 after pages of goroutine stacks, so the parent sees a crash
+	// without reading stderr (Documents.classify).
+	env := []string{"PATH=" + os.Getenv("PATH"), "GIO_USE_VFS=local", "TMPDIR=" + scratch, "HOME=" + scratch,
+		"GOTRACEBACK=crash"}
 	err = syscall.Exec(exe, next, env)
 	fmt.Fprintf(stderr, "starting the confined renderer: %v\n", err)
 	return 1

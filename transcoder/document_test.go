@@ -8,12 +8,15 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,4 +298,121 @@ func TestDocumentOverPixelLimitRefusedInWords(t *testing.T) {
 			t.Logf("refused in %s", time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// heavySVG takes minutes of CPU time to render (turbulence and a wide blur over 4 megapixels,
+// three times): a document made to hang the renderer.
+func heavySVG() []byte {
+	rects := strings.Repeat(`<rect width="2000" height="2000" filter="url(#f)" opacity="0.5"/>`, 3)
+	return []byte(`<svg xmlns="http://www.w3.org/2000/svg" width="2000" height="2000"><filter id="f">` +
+		`<feTurbulence baseFrequency="0.01" numOctaves="10"/><feGaussianBlur stdDeviation="50"/></filter>` + rects + `</svg>`)
+}
+
+func TestDocumentHangStoppedAtCPULimit(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 2048, MaxPixels: 100_000_000, MaxCPUTime: time.Second})
+	dir, in := writeInput(t, "input", heavySVG())
+	_, err := d.Render(context.Background(), dir, in, transcoder.SVG)
+	want := "the SVG needs more CPU time than the limit of 1s to render"
+	if err == nil || !transcoder.IsBadInput(err) || err.Error() != want {
+		t.Fatalf("error = %v (bad input: %v), want %q", err, transcoder.IsBadInput(err), want)
+	}
+	t.Logf("detail: %s", transcoder.ErrorDetail(err))
+}
+
+// TestDocumentCrashIsTheChildsNotTheWorkers crashes the render child in the middle of a render, as
+// a loader's segfault would, and expects a failure in words (this test process being the worker).
+func TestDocumentCrashIsTheChildsNotTheWorkers(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 2048, MaxPixels: 100_000_000, MaxCPUTime: time.Minute})
+	dir, in := writeInput(t, "input", heavySVG())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	killed := make(chan int, 1)
+	go func() {
+		// The confined stage's command line names this job's scratch directory and --confined.
+		for ctx.Err() == nil {
+			if pid := findProcess("--scratch="+dir, "--confined="); pid > 0 {
+				if err := syscall.Kill(pid, syscall.SIGSEGV); err == nil {
+					killed <- pid
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	_, err := d.Render(ctx, dir, in, transcoder.SVG)
+	select {
+	case <-killed:
+	default:
+		t.Fatalf("the child was never found to crash it; Render returned %v", err)
+	}
+	want := "the SVG crashed the renderer (it is damaged or made to attack it)"
+	if err == nil || !transcoder.IsBadInput(err) || err.Error() != want {
+		t.Fatalf("error = %v (bad input: %v), want %q", err, transcoder.IsBadInput(err), want)
+	}
+	t.Logf("detail: %s", transcoder.ErrorDetail(err))
+	// The worker goes on: the next document renders.
+	dir, in = writeInput(t, "input", makePDF(100, 100, green))
+	if _, err := d.Render(context.Background(), dir, in, transcoder.PDF); err != nil {
+		t.Fatalf("the next render: %v", err)
+	}
+}
+
+// findProcess returns the pid of a process whose command line contains every one of parts, or 0.
+func findProcess(parts ...string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		all := true
+		for _, p := range parts {
+			all = all && bytes.Contains(cmdline, []byte(p))
+		}
+		if all {
+			return pid
+		}
+	}
+	return 0
+}
+
+// TestDocumentFuzzedPDFsFailInWords renders damaged copies of a clean PDF (bytes flipped, runs
+// overwritten with garbage, cut off): each renders or fails as bad input in words that name no
+// scratch path, and the worker lives through all of them.
+func TestDocumentFuzzedPDFsFailInWords(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 512, MaxPixels: 100_000_000, MaxCPUTime: 10 * time.Second})
+	clean := makePDF(595, 842, red, green, blue)
+	rng := rand.New(rand.NewPCG(32, 6))
+	var rendered, refused int
+	for i := range 16 {
+		data := bytes.Clone(clean)
+		switch i % 3 {
+		case 0: // bytes flipped
+			for range 1 + rng.IntN(20) {
+				data[rng.IntN(len(data))] ^= byte(1 + rng.IntN(255))
+			}
+		case 1: // a run overwritten with garbage
+			at := rng.IntN(len(data) - 64)
+			for j := range 64 {
+				data[at+j] = byte(rng.IntN(256))
+			}
+		case 2: // cut off
+			data = data[:16+rng.IntN(len(data)-16)]
+		}
+		dir, in := writeInput(t, "input", data)
+		_, err := d.Render(context.Background(), dir, in, transcoder.PDF)
+		if err == nil {
+			rendered++
+			continue
+		}
+		refused++
+		if !transcoder.IsBadInput(err) || strings.Contains(err.Error(), dir) || strings.Contains(err.Error(), "/tmp") {
+			t.Errorf("mutation %d: error = %q (bad input: %v), want bad input in words", i, err, transcoder.IsBadInput(err))
+		}
+	}
+	t.Logf("%d rendered, %d refused", rendered, refused)
 }
