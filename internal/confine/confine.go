@@ -224,7 +224,9 @@ func noSockets(r *Report) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0,
 		uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		if errno == unix.ENOSYS || errno == unix.EINVAL {
+		// ENOSYS, EINVAL: a kernel without seccomp filters; EPERM, EACCES: a container runtime's own
+		// filter that refuses seccomp(2) (the one layer missing, not a reason to render nothing).
+		if errno == unix.ENOSYS || errno == unix.EINVAL || errno == unix.EPERM || errno == unix.EACCES {
 			r.Unsupported = append(r.Unsupported, fmt.Sprintf("seccomp (%v)", errno))
 			return nil
 		}
