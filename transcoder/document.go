@@ -116,6 +116,18 @@ func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Document
 // lacks (empty when none is missing), for the worker's start-up log.
 func (d *Documents) Confinement() (inForce, missing string) { return d.confinement, d.missing }
 
+// Degraded is the warning for the worker's start-up log when the kernel lacks a confinement layer,
+// "" when every layer is in force. Documents are rendered all the same: the child still runs under
+// the resource limits, and librsvg, given no base URL, loads no external reference by itself.
+func (d *Documents) Degraded() string {
+	if d.missing == "" {
+		return ""
+	}
+	return fmt.Sprintf("the document renderer runs without %s (in force: %s): a kernel with Landlock "+
+		"(5.13, network rules 6.7; lsm=landlock) and seccomp, not refused by the container runtime, shuts it "+
+		"off from the network and from files outside the job's scratch directory", d.missing, d.confinement)
+}
+
 // Render renders the first page of the document at input (in dir, the job's scratch directory) to
 // dir/page.png. A document over a limit, one the loader cannot read, and one that crashes the loader
 // or runs it out of CPU time or memory are bad input, in words; the child's own messages are Detail.
