@@ -105,10 +105,13 @@ func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Document
 	if err := os.WriteFile(in, []byte(svg), 0o600); err != nil {
 		return nil, fmt.Errorf("checking the document renderer: %w", err)
 	}
-	if _, err := d.render(ctx, dir, in, SVG); err != nil {
+	_, res, err := d.render(ctx, dir, in, SVG)
+	if err != nil {
 		return nil, fmt.Errorf("checking that the document renderer runs under its limits (%d MiB of address space): %w",
 			v.cfg.MaxMemoryBytes>>20, err)
 	}
+	// Set once, here: Render runs concurrently and only reads them.
+	d.confinement, d.missing = res.Confinement, res.Missing
 	return d, nil
 }
 
@@ -132,17 +135,20 @@ func (d *Documents) Degraded() string {
 // dir/page.png. A document over a limit, one the loader cannot read, and one that crashes the loader
 // or runs it out of CPU time or memory are bad input, in words; the child's own messages are Detail.
 func (d *Documents) Render(ctx context.Context, dir, input string, format DocumentFormat) (RenderedDocument, error) {
-	return d.render(ctx, dir, input, format)
+	out, _, err := d.render(ctx, dir, input, format)
+	return out, err
 }
 
-func (d *Documents) render(ctx context.Context, dir, input string, format DocumentFormat) (RenderedDocument, error) {
+// render is Render, also returning the child's whole answer.
+func (d *Documents) render(ctx context.Context, dir, input string, format DocumentFormat) (RenderedDocument, documentResult, error) {
 	const step = "rendering the document"
+	var res documentResult
 	if format != PDF && format != SVG {
-		return RenderedDocument{}, internal(step, fmt.Errorf("unknown document format %q", format))
+		return RenderedDocument{}, res, internal(step, fmt.Errorf("unknown document format %q", format))
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return RenderedDocument{}, internal(step, err)
+		return RenderedDocument{}, res, internal(step, err)
 	}
 	out := filepath.Join(dir, "page.png")
 	args := append(append([]string{}, d.cfg.Command[1:]...),
@@ -151,15 +157,13 @@ func (d *Documents) render(ctx context.Context, dir, input string, format Docume
 	stdout := &limitedBuffer{max: 64 << 10}
 	err = d.v.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
 	if err != nil {
-		return RenderedDocument{}, d.classify(ctx, step, format, err)
+		return RenderedDocument{}, res, d.classify(ctx, step, format, err)
 	}
-	var res documentResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return RenderedDocument{}, internal(step, fmt.Errorf("reading the renderer's answer: %w", err))
+		return RenderedDocument{}, res, internal(step, fmt.Errorf("reading the renderer's answer: %w", err))
 	}
-	d.confinement, d.missing = res.Confinement, res.Missing
 	return RenderedDocument{Path: out, Width: res.Width, Height: res.Height, Pages: res.Pages,
-		PageWidth: res.PageWidth, PageHeight: res.PageHeight}, nil
+		PageWidth: res.PageWidth, PageHeight: res.PageHeight}, res, nil
 }
 
 // classify turns a failed render into an error whose message is for the person who uploaded the
