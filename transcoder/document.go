@@ -22,7 +22,9 @@ import (
 // itself before it reads a byte (no network, no file outside the scratch directory but the system's
 // libraries and fonts). A crash or a hang costs that child; the job fails in words.
 type Documents struct {
-	v   *Videos
+	// run is a copy of the Videos whose run starts ffmpeg, with the renderer's own address-space and
+	// file-size limits in its config: the same machinery, the renderer's numbers.
+	run *Videos
 	cfg DocumentConfig
 	// confinement is what the check render at start reported: the layers in force, and the missing
 	// ones (empty when none is).
@@ -41,10 +43,20 @@ type DocumentConfig struct {
 	// dpi (a pixel per point: a 200-inch square page is 14400 × 14400, 207 megapixels), an SVG at its
 	// declared size. The document is refused before anything is rendered.
 	MaxPixels int64
-	// MaxCPUTime is the CPU time one render may use (RLIMIT_CPU, whole seconds); the address-space
-	// and file-size limits are the video ones (VideoConfig.MaxMemoryBytes, MaxOutputBytes).
+	// MaxCPUTime is the CPU time one render may use (RLIMIT_CPU, whole seconds).
 	MaxCPUTime time.Duration
+	// MaxMemoryBytes is the render child's address-space limit (RLIMIT_AS); 0 takes ffmpeg's
+	// (VideoConfig.MaxMemoryBytes, 2 GiB by default). It is at least minDocumentMemory.
+	MaxMemoryBytes int64
 }
+
+// minDocumentMemory is the smallest address space the render child starts in: it is a Go program
+// that maps libvips and its 130 libraries, and reserves about 1.8 GiB of address space before it
+// reads the document (the Go runtime alone reserves about 600 MiB of page-allocator summaries up
+// front; measured with prlimit --as: 1.6 GiB fails now and then, 1.8 GiB never). Below that every
+// render would fail, so it is refused at start instead. Pixels are bounded by Size, so the render
+// itself needs tens of MiB more, not the address space's worth.
+const minDocumentMemory = 2 << 30
 
 // DefaultDocumentConfig returns the defaults: a 2048-pixel long side, 100 megapixels, a minute of
 // CPU time (an A4 page with text and images takes about 0.1 s).
@@ -59,6 +71,9 @@ func (c DocumentConfig) Validate() error {
 		return fmt.Errorf("document render size must be at least 16 and its square within max pixels (%d), got %d", c.MaxPixels, c.Size)
 	case c.MaxCPUTime < time.Second:
 		return fmt.Errorf("document max cpu time must be at least 1s, got %s", c.MaxCPUTime)
+	case c.MaxMemoryBytes != 0 && c.MaxMemoryBytes < minDocumentMemory:
+		return fmt.Errorf("document max memory must be at least %d MiB (the render child reserves about 1.8 GiB of address space before it reads the document), got %d bytes",
+			minDocumentMemory>>20, c.MaxMemoryBytes)
 	}
 	return nil
 }
@@ -94,7 +109,19 @@ func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Document
 		}
 		cfg.Command = []string{exe, "render-document"}
 	}
-	d := &Documents{v: v, cfg: cfg}
+	run := *v
+	if cfg.MaxMemoryBytes == 0 {
+		if v.cfg.MaxMemoryBytes < minDocumentMemory {
+			return nil, fmt.Errorf("validating document config: the video max memory of %d MiB, which the document renderer takes when its own max memory is 0, is below its minimum of %d MiB (the render child reserves about 1.8 GiB of address space before it reads the document): set the document max memory",
+				v.cfg.MaxMemoryBytes>>20, minDocumentMemory>>20)
+		}
+		cfg.MaxMemoryBytes = v.cfg.MaxMemoryBytes
+	}
+	run.cfg.MaxMemoryBytes = cfg.MaxMemoryBytes
+	// The PNG is at most Size² pixels of 16-bit RGBA: a file larger than that (plus run's margin) is
+	// not a page.
+	run.cfg.MaxOutputBytes = 8 * int64(cfg.Size) * int64(cfg.Size)
+	d := &Documents{run: &run, cfg: cfg}
 	dir, err := os.MkdirTemp("", "mediaworker-render-check-")
 	if err != nil {
 		return nil, fmt.Errorf("checking the document renderer: %w", err)
@@ -108,7 +135,7 @@ func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Document
 	_, res, err := d.render(ctx, dir, in, SVG)
 	if err != nil {
 		return nil, fmt.Errorf("checking that the document renderer runs under its limits (%d MiB of address space): %w",
-			v.cfg.MaxMemoryBytes>>20, err)
+			cfg.MaxMemoryBytes>>20, err)
 	}
 	// Set once, here: Render runs concurrently and only reads them.
 	d.confinement, d.missing = res.Confinement, res.Missing
@@ -155,7 +182,7 @@ func (d *Documents) render(ctx context.Context, dir, input string, format Docume
 		"--in="+input, "--out="+out, "--scratch="+dir, "--format="+string(format),
 		"--size="+strconv.Itoa(d.cfg.Size), "--max-pixels="+strconv.FormatInt(d.cfg.MaxPixels, 10))
 	stdout := &limitedBuffer{max: 64 << 10}
-	err = d.v.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
+	err = d.run.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
 	if err != nil {
 		return RenderedDocument{}, res, d.classify(ctx, step, format, err)
 	}
@@ -182,15 +209,17 @@ func (d *Documents) classify(ctx context.Context, step string, format DocumentFo
 		// The child's first line is the public sentence; it was built from numbers, not from the file.
 		line, _, _ := strings.Cut(strings.TrimSpace(te.stderr), "\n")
 		return &Error{BadInput: true, Msg: line}
+	case te.outOfMemory() || outOfAddressSpace(te.stderr):
+		// Before the loader's own failure: poppler and cairo report an allocation the limit refused
+		// as a document they could not read.
+		return badInputSaid(fmt.Sprintf("the %s needs more memory than the limit of %d MiB to render", name, d.cfg.MaxMemoryBytes>>20), te)
 	case te.exitCode == renderUndecodable:
 		return badInputSaid(fmt.Sprintf("the %s could not be read (damaged, cut off or not a %s)", name, name), te)
 	case te.hitCPULimit():
 		return badInputSaid(fmt.Sprintf("the %s needs more CPU time than the limit of %s to render", name, te.cpuLimit), te)
 	case te.signal == syscall.SIGXFSZ:
 		return badInputSaid(fmt.Sprintf("the %s's rendered page would be larger than the limit of %d MiB",
-			name, (d.v.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
-	case te.outOfMemory() || strings.Contains(te.stderr, "fatal error: runtime: out of memory"):
-		return badInputSaid(fmt.Sprintf("the %s needs more memory than the limit of %d MiB to render", name, d.v.cfg.MaxMemoryBytes>>20), te)
+			name, (d.run.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
 	case te.systemFailure():
 		return internal(step, err)
 	case crashSignal(te.signal):
@@ -199,6 +228,19 @@ func (d *Documents) classify(ctx context.Context, step string, format DocumentFo
 		return badInputSaid(fmt.Sprintf("the %s crashed the renderer (it is damaged or made to attack it)", name), te)
 	}
 	return internal(step, err)
+}
+
+// outOfAddressSpace reports whether stderr shows the render child running into its address-space
+// limit where outOfMemory's words do not: librsvg's NoMemory, GLib failing to start a thread (its
+// stack is an mmap), the Go runtime failing to reserve its heap.
+func outOfAddressSpace(stderr string) bool {
+	for _, msg := range []string{"rendering error: NoMemory", "Error creating thread", "runtime: out of memory",
+		"cannot allocate memory", "failed to reserve page summary memory"} {
+		if strings.Contains(stderr, msg) {
+			return true
+		}
+	}
+	return false
 }
 
 // crashSignal reports whether sig is a crash: a fault, an abort (glib's g_error, a failed assertion,

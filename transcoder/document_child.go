@@ -119,7 +119,7 @@ func confineAndExec(args []string, scratch string, stderr io.Writer) int {
 	// rather than by exit status 2 after pages of goroutine stacks, so the parent sees a crash
 	// without reading stderr (Documents.classify).
 	env := []string{"PATH=" + os.Getenv("PATH"), "GIO_USE_VFS=local", "TMPDIR=" + scratch, "HOME=" + scratch,
-		"GOTRACEBACK=crash"}
+		"GOTRACEBACK=crash", "MALLOC_ARENA_MAX=2"}
 	err = syscall.Exec(exe, next, env)
 	fmt.Fprintf(stderr, "starting the confined renderer: %v\n", err)
 	return 1

@@ -420,3 +420,38 @@ func TestDocumentFuzzedPDFsFailInWords(t *testing.T) {
 	}
 	t.Logf("%d rendered, %d refused", rendered, refused)
 }
+
+// TestDocumentOverMemoryRefusedInWords renders an SVG whose filter keeps 150 page-sized intermediate
+// results (2.4 GB at 2048 pixels) under the smallest address space the renderer takes.
+func TestDocumentOverMemoryRefusedInWords(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 2048, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second,
+		MaxMemoryBytes: 2 << 30})
+	var prims, merge strings.Builder
+	for i := range 150 {
+		fmt.Fprintf(&prims, `<feFlood flood-color="#%02x0000" result="r%d"/>`, i, i)
+		fmt.Fprintf(&merge, `<feMergeNode in="r%d"/>`, i)
+	}
+	svg := `<svg xmlns="http://www.w3.org/2000/svg" width="2048" height="2048"><filter id="f" x="0" y="0" width="1" height="1">` +
+		prims.String() + `<feMerge>` + merge.String() + `</feMerge></filter><rect width="2048" height="2048" filter="url(#f)"/></svg>`
+	dir, in := writeInput(t, "input", []byte(svg))
+	_, err := d.Render(context.Background(), dir, in, transcoder.SVG)
+	want := "the SVG needs more memory than the limit of 2048 MiB to render"
+	if err == nil || !transcoder.IsBadInput(err) || err.Error() != want {
+		t.Fatalf("error = %v (bad input: %v), want %q", err, transcoder.IsBadInput(err), want)
+	}
+	t.Logf("detail: %s", transcoder.ErrorDetail(err))
+}
+
+func TestDocumentConfigRefusesAnAddressSpaceTheChildCannotStartIn(t *testing.T) {
+	cfg := transcoder.DefaultDocumentConfig()
+	cfg.MaxMemoryBytes = 1 << 30
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "document max memory must be at least 2048 MiB") {
+		t.Errorf("Validate = %v, want the minimum named", err)
+	}
+	vcfg := transcoder.DefaultVideoConfig()
+	vcfg.MaxMemoryBytes = 1 << 30 // enough for ffmpeg, not for the render child
+	_, err := transcoder.NewDocuments(context.Background(), newVideos(t, vcfg), transcoder.DefaultDocumentConfig())
+	if err == nil || !strings.Contains(err.Error(), "set the document max memory") {
+		t.Errorf("NewDocuments = %v, want a refusal saying to set the document max memory", err)
+	}
+}
