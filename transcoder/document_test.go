@@ -26,6 +26,14 @@ import (
 // The document renderer with real poppler and librsvg, in the real render child (this test binary
 // re-executed as render-document: see TestMain), under the real limits and confinement.
 
+// renderCtx bounds a render in a test: a renderer that stopped without using CPU time (so its CPU
+// limit never comes) fails the test instead of hanging it.
+func renderCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func newDocuments(t *testing.T, cfg transcoder.DocumentConfig) *transcoder.Documents {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -111,7 +119,7 @@ func near(c color.Color, want color.RGBA) bool {
 func TestDocumentPDFRendersFirstPageAndCountsPages(t *testing.T) {
 	d := newDocuments(t, transcoder.DocumentConfig{Size: 1024, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second})
 	dir, in := writeInput(t, "input", makePDF(595, 842, red, green, blue)) // A4, three pages
-	res, err := d.Render(context.Background(), dir, in, transcoder.PDF)
+	res, err := d.Render(renderCtx(t), dir, in, transcoder.PDF)
 	if err != nil {
 		t.Fatalf("Render: %v", err)
 	}
@@ -196,7 +204,7 @@ func TestDocumentSVGLoadsNothingOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, in := writeInput(t, "input", hostileSVG(secret, url))
-	res, err := d.Render(context.Background(), dir, in, transcoder.SVG)
+	res, err := d.Render(renderCtx(t), dir, in, transcoder.SVG)
 	if err != nil {
 		t.Fatalf("Render: %v", err)
 	}
@@ -236,7 +244,7 @@ func TestDocumentSVGTriesNothingOutside(t *testing.T) {
 		Command: []string{strace, "-f", "-qq", "-e", "trace=%file,%network", "-o", trace, exe, "render-document"},
 		Size:    400, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second,
 	})
-	if _, err := d.Render(context.Background(), dir, in, transcoder.SVG); err != nil {
+	if _, err := d.Render(renderCtx(t), dir, in, transcoder.SVG); err != nil {
 		t.Fatalf("Render under strace: %v", err)
 	}
 	log, err := os.ReadFile(trace)
@@ -289,7 +297,7 @@ func TestDocumentOverPixelLimitRefusedInWords(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, in := writeInput(t, "input", tc.data)
 			start := time.Now()
-			_, err := d.Render(context.Background(), dir, in, tc.format)
+			_, err := d.Render(renderCtx(t), dir, in, tc.format)
 			if err == nil {
 				t.Fatal("rendered, want refused")
 			}
@@ -315,7 +323,7 @@ func heavySVG() []byte {
 func TestDocumentHangStoppedAtCPULimit(t *testing.T) {
 	d := newDocuments(t, transcoder.DocumentConfig{Size: 2048, MaxPixels: 100_000_000, MaxCPUTime: time.Second})
 	dir, in := writeInput(t, "input", heavySVG())
-	_, err := d.Render(context.Background(), dir, in, transcoder.SVG)
+	_, err := d.Render(renderCtx(t), dir, in, transcoder.SVG)
 	want := "the SVG needs more CPU time than the limit of 1s to render"
 	if err == nil || !transcoder.IsBadInput(err) || err.Error() != want {
 		t.Fatalf("error = %v (bad input: %v), want %q", err, transcoder.IsBadInput(err), want)
@@ -356,7 +364,7 @@ func TestDocumentCrashIsTheChildsNotTheWorkers(t *testing.T) {
 	t.Logf("detail: %s", transcoder.ErrorDetail(err))
 	// The worker goes on: the next document renders.
 	dir, in = writeInput(t, "input", makePDF(100, 100, green))
-	if _, err := d.Render(context.Background(), dir, in, transcoder.PDF); err != nil {
+	if _, err := d.Render(renderCtx(t), dir, in, transcoder.PDF); err != nil {
 		t.Fatalf("the next render: %v", err)
 	}
 }
@@ -408,7 +416,7 @@ func TestDocumentFuzzedPDFsFailInWords(t *testing.T) {
 			data = data[:16+rng.IntN(len(data)-16)]
 		}
 		dir, in := writeInput(t, "input", data)
-		_, err := d.Render(context.Background(), dir, in, transcoder.PDF)
+		_, err := d.Render(renderCtx(t), dir, in, transcoder.PDF)
 		if err == nil {
 			rendered++
 			continue
@@ -434,7 +442,7 @@ func TestDocumentOverMemoryRefusedInWords(t *testing.T) {
 	svg := `<svg xmlns="http://www.w3.org/2000/svg" width="2048" height="2048"><filter id="f" x="0" y="0" width="1" height="1">` +
 		prims.String() + `<feMerge>` + merge.String() + `</feMerge></filter><rect width="2048" height="2048" filter="url(#f)"/></svg>`
 	dir, in := writeInput(t, "input", []byte(svg))
-	_, err := d.Render(context.Background(), dir, in, transcoder.SVG)
+	_, err := d.Render(renderCtx(t), dir, in, transcoder.SVG)
 	want := "the SVG needs more memory than the limit of 2048 MiB to render"
 	if err == nil || !transcoder.IsBadInput(err) || err.Error() != want {
 		t.Fatalf("error = %v (bad input: %v), want %q", err, transcoder.IsBadInput(err), want)
