@@ -136,6 +136,19 @@ func TestDocumentPDFRendersFirstPageAndCountsPages(t *testing.T) {
 	if c := img.At(img.Bounds().Dx()/2, img.Bounds().Dy()/2); !near(c, red) {
 		t.Errorf("the middle of the rendered page is %v, want page 1's red", c)
 	}
+	// The label "Page 1" (Helvetica 24 pt, 20 pt from the bottom left) is drawn: the fonts are within
+	// the confinement's reach. At 1024/842 pixels a point it lies in about x 24-110, y 970-1000.
+	dark := 0
+	for y := 940; y < 1010; y++ {
+		for x := 15; x < 140; x++ {
+			if r, g, b, _ := img.At(x, y).RGBA(); r>>8 < 80 && g>>8 < 80 && b>>8 < 80 {
+				dark++
+			}
+		}
+	}
+	if dark < 100 {
+		t.Errorf("%d dark pixels where the label should be: the page's text was not drawn", dark)
+	}
 	if filepath.Dir(res.Path) != dir {
 		t.Errorf("the page is at %s, outside the scratch directory %s", res.Path, dir)
 	}
