@@ -3,10 +3,18 @@
 // TCP, abstract Unix sockets, signals) and a seccomp filter (no sockets at all, no io_uring).
 //
 // Both apply to the calling thread only, and are inherited across execve. A Go process has many
-// threads before main runs, and Landlock has no way to restrict threads other than the caller (go-
-// landlock gets there through libcap's psx, which with cgo wraps pthread_create at link time for the
-// whole binary). So Restrict is meant to be followed at once by syscall.Exec on the same locked
-// thread: the new program starts with every thread confined. See transcoder/document_child.go.
+// threads before main runs, and Landlock has no way to restrict threads other than the caller
+// (github.com/landlock-lsm/go-landlock, v0.11.2 on the module proxy, gets there through libcap's psx,
+// which with cgo wraps pthread_create at link time for the whole binary, the worker included). So
+// Restrict is meant to be followed at once by syscall.Exec on the same locked thread: the new program
+// starts with every thread confined. See transcoder/document_child.go. The raw system calls are a
+// few lines over golang.org/x/sys/unix, which the module already requires.
+//
+// Not a network namespace: unshare(CLONE_NEWNET) needs CAP_SYS_ADMIN, or a user namespace first,
+// which a multithreaded process cannot enter (EINVAL) and many hosts and container runtimes disable
+// for unprivileged users (Debian's sysctl, Ubuntu's AppArmor rule, Docker's seccomp profile); it
+// would have to be asked for at fork (SysProcAttr.Cloneflags) and fail the start where it is
+// refused. Landlock's TCP rules and a seccomp filter refusing socket(2) need no privilege.
 //
 // Each layer degrades on its own: a kernel without Landlock (before 5.13, or not in its lsm= list)
 // or without its network part (before 6.7) still gets the seccomp filter, and the Report says what
