@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/transcoder"
 )
 
@@ -45,37 +46,9 @@ func newDocuments(t *testing.T, cfg transcoder.DocumentConfig) *transcoder.Docum
 	return d
 }
 
-// makePDF writes a PDF by hand: one page of w × h points per colour, each filled with its colour
-// and labelled, with a correct cross-reference table (poppler reads it without repairing).
+// makePDF is a PDF of w × h points, a page per colour.
 func makePDF(w, h float64, fills ...color.RGBA) []byte {
-	var b bytes.Buffer
-	var offsets []int
-	obj := func(body string) {
-		offsets = append(offsets, b.Len())
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", len(offsets), body)
-	}
-	b.WriteString("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-	obj("<< /Type /Catalog /Pages 2 0 R >>")
-	var kids []string
-	for i := range fills {
-		kids = append(kids, fmt.Sprintf("%d 0 R", 4+2*i))
-	}
-	obj(fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(fills)))
-	obj("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-	for i, c := range fills {
-		obj(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %g %g] /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>",
-			w, h, 5+2*i))
-		content := fmt.Sprintf("%.3f %.3f %.3f rg 0 0 %g %g re f 0 g BT /F1 24 Tf 20 20 Td (Page %d) Tj ET",
-			float64(c.R)/255, float64(c.G)/255, float64(c.B)/255, w, h, i+1)
-		obj(fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content))
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(offsets)+1)
-	for _, o := range offsets {
-		fmt.Fprintf(&b, "%010d 00000 n \n", o)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(offsets)+1, xref)
-	return b.Bytes()
+	return testenv.MakePDF(testenv.PDFOpts{Width: w, Height: h, Fills: fills})
 }
 
 var (
@@ -160,19 +133,6 @@ func TestDocumentPDFRendersFirstPageAndCountsPages(t *testing.T) {
 	t.Logf("confinement: %s", inForce)
 }
 
-// hostileSVG is an SVG with a script, a file: image and an http: image; the blue background is all
-// that may render.
-func hostileSVG(secret, url string) []byte {
-	return []byte(`<?xml version="1.0"?>
-<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="200" height="100">
-  <script type="text/javascript">document.location = "` + url + `?script";</script>
-  <rect width="200" height="100" fill="#1414e6"/>
-  <image xlink:href="file://` + secret + `" x="0" y="0" width="100" height="100"/>
-  <image href="` + url + `" x="100" y="0" width="100" height="100"/>
-  <image xlink:href="` + url + `?xlink" x="50" y="0" width="100" height="100"/>
-</svg>`)
-}
-
 // countingListener accepts loopback connections and counts them.
 func countingListener(t *testing.T) (url string, count *atomic.Int64) {
 	t.Helper()
@@ -216,7 +176,7 @@ func TestDocumentSVGLoadsNothingOutside(t *testing.T) {
 	if err := os.WriteFile(secret, redPNG(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, in := writeInput(t, "input", hostileSVG(secret, url))
+	dir, in := writeInput(t, "input", testenv.HostileSVG(secret, url))
 	res, err := d.Render(renderCtx(t), dir, in, transcoder.SVG)
 	if err != nil {
 		t.Fatalf("Render: %v", err)
@@ -247,7 +207,7 @@ func TestDocumentSVGTriesNothingOutside(t *testing.T) {
 	if err := os.WriteFile(secret, redPNG(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, in := writeInput(t, "input", hostileSVG(secret, url))
+	dir, in := writeInput(t, "input", testenv.HostileSVG(secret, url))
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
