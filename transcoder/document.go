@@ -177,6 +177,14 @@ func (d *Documents) render(ctx context.Context, dir, input string, format Docume
 	if err != nil {
 		return RenderedDocument{}, res, internal(step, err)
 	}
+	if input, err = filepath.Abs(input); err != nil {
+		return RenderedDocument{}, res, internal(step, err)
+	}
+	// The child can read nothing outside dir: an input elsewhere is a caller's mistake, said as one
+	// rather than as the child's "permission denied".
+	if rel, err := filepath.Rel(dir, input); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return RenderedDocument{}, res, internal(step, fmt.Errorf("the document %s is not in the scratch directory %s", input, dir))
+	}
 	out := filepath.Join(dir, "page.png")
 	args := append(append([]string{}, d.cfg.Command[1:]...),
 		"--in="+input, "--out="+out, "--scratch="+dir, "--format="+string(format),
