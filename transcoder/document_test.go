@@ -395,8 +395,14 @@ func TestDocumentFuzzedPDFsFailInWords(t *testing.T) {
 			continue
 		}
 		refused++
-		if !transcoder.IsBadInput(err) || strings.Contains(err.Error(), dir) || strings.Contains(err.Error(), "/tmp") {
-			t.Errorf("mutation %d: error = %q (bad input: %v), want bad input in words", i, err, transcoder.IsBadInput(err))
+		words := map[string]bool{
+			"the PDF could not be read (damaged, cut off or not a PDF)":         true,
+			"the PDF crashed the renderer (it is damaged or made to attack it)": true,
+			"the PDF needs more CPU time than the limit of 10s to render":       true,
+		}
+		// A damaged MediaBox may also make the page too large or empty: refused by its size.
+		if !transcoder.IsBadInput(err) || !words[err.Error()] && !strings.HasPrefix(err.Error(), "the PDF's first page ") {
+			t.Errorf("mutation %d: error = %q (bad input: %v), want bad input in one of the renderer's sentences", i, err, transcoder.IsBadInput(err))
 		}
 	}
 	t.Logf("%d rendered, %d refused", rendered, refused)
