@@ -17,7 +17,7 @@ import (
 )
 
 // Settlement as a value. Every way a message of ours can end is first a plan — what to record, what to
-// publish, what to remember, and how to settle the message — computed by settle (an outcome's),
+// publish, what to remember, and how to settle the message — computed by decide (an outcome's, pure),
 // finish (an interrupted settlement's), settledBefore (a late duplicate's), the advisory path and the
 // rescue; then apply carries it out. apply, and the few functions below it in this file, are the only
 // code of the package that acks, naks, terms, sends InProgress or publishes (internal/archtest holds
