@@ -14,7 +14,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/mediaworker/mediaworker/app"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
-	"github.com/mediaworker/mediaworker/pipeline"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/rs/zerolog"
 )
@@ -115,8 +115,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Info().Msg("tracing on: exporting spans over OTLP/HTTP as the OTEL_* variables say")
 	}
 	libvips := make(chan error, 1) // checked beside start-up, which takes longer
-	// Only an instance that serves the image lane needs libvips (a videos-only box may lack it).
-	if lanes, _ := natsjs.ParseLanes(cfg.Lanes); slices.Contains(lanes, pipeline.Image) {
+	// Only an instance that serves a lane transformed in process (images) needs libvips (a videos-only
+	// box may lack it).
+	if lanes, _ := natsjs.ParseLanes(cfg.Lanes); slices.ContainsFunc(lanes, inProcess) {
 		go func() { libvips <- checkLibvips(ctx) }()
 	} else {
 		libvips <- nil
@@ -140,6 +141,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// inProcess says whether kind's transforms run in the worker's own process (libvips).
+func inProcess(k job.Kind) bool {
+	s, _ := job.SpecOf(k)
+	return s.InProcess
+}
+
 func bindRun(c *command, cfg *app.Config) {
 	fs := c.fs
 	fs.StringVar(&cfg.NATS.Embedded.Listen, "nats-listen", cfg.NATS.Embedded.Listen, "client address of the embedded NATS server; beyond loopback it requires a credential (--nats-token, --nats-user, --nats-nkey or --nats-server-config)")
@@ -156,9 +163,8 @@ func bindRun(c *command, cfg *app.Config) {
 	fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "messages in flight per consumer (triage and each lane) across all instances: at least 2 × the lane's slots of all instances (retries waiting count)")
 	bindLaneLimits(fs, &cfg.Streams)
 	fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap the request stream (0 = unlimited); a full queue refuses publishes")
-	fs.StringVar(&cfg.Lanes, "lanes", cfg.Lanes, "lanes this instance serves: image,video (all), image or video; every instance also triages requests to the lanes")
-	fs.IntVar(&cfg.MaxImageJobs, "max-image-jobs", cfg.MaxImageJobs, "concurrent image transforms")
-	fs.IntVar(&cfg.MaxVideoJobs, "max-video-jobs", cfg.MaxVideoJobs, "concurrent video transcodes")
+	fs.StringVar(&cfg.Lanes, "lanes", cfg.Lanes, "lanes this instance serves: "+lanesHelp()+"; every instance also triages requests to the lanes")
+	bindSlots(c, cfg)
 	fs.Var(bytesFlag{&cfg.MaxMemory}, "max-memory", "memory budget of each lane's transforms running at once, each estimated from its header before it starts: the image lane's decodes in the worker and the video lane's ffmpeg processes beside it each get a budget of this size, so lanes never wait on each other; a job larger than its lane's budget runs alone in its lane (0: no budget, slots alone)")
 	durationVar(fs, &cfg.Worker.DrainTimeout, "drain-timeout", "on SIGTERM, how long in-flight jobs may finish before they are stopped and handed back")
 	durationVar(fs, &cfg.Worker.BackoffBase, "backoff-base", "first retry delay after a transient failure (doubles per delivery)")

@@ -40,11 +40,7 @@ var sections = []section{
 		{"app", "app"}, {"provision", "provision"}, {"replicas", "replicas"}, {"ack_wait", "ack-wait"},
 		{"max_deliver", "max-deliver"}, {"max_ack_pending", "max-ack-pending"}, {"max_queued", "max-queued"},
 	}},
-	{"lanes", "lanes and their slots", []settingKey{
-		{"serve", "lanes"}, {"image_jobs", "max-image-jobs"}, {"video_jobs", "max-video-jobs"},
-		{"image_ack_wait", "image-ack-wait"}, {"image_max_ack_pending", "image-max-ack-pending"},
-		{"video_ack_wait", "video-ack-wait"}, {"video_max_ack_pending", "video-max-ack-pending"},
-	}},
+	{"lanes", "lanes and their slots", laneKeys()},
 	{"jobs", "jobs: retries, time, scratch space, outputs", []settingKey{
 		{"job_timeout", "job-timeout"}, {"max_transform_time", "max-transform-time"},
 		{"drain_timeout", "drain-timeout"}, {"backoff_base", "backoff-base"}, {"backoff_max", "backoff-max"},

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/job"
 )
 
 // settingsMarkdown is docs/operations.md's reference of the config file: every section and key with
@@ -52,12 +53,12 @@ func settingsMarkdown() string {
 
 // docDefault is a flag's default as the docs show it: the machine-dependent ones as their rule.
 func docDefault(f *flag.Flag) string {
-	switch f.Name {
-	case "max-image-jobs":
-		return "number of CPUs"
-	case "max-video-jobs":
-		return "1 on ≤ 2 CPUs, else CPUs ÷ 2"
-	case "tmp-dir":
+	for _, s := range job.Specs() {
+		if f.Name == slotsFlag(s.Kind) {
+			return s.Lane.SlotsRule
+		}
+	}
+	if f.Name == "tmp-dir" {
 		return "`$TMPDIR/mediaworker`"
 	}
 	if f.DefValue == "" || f.DefValue == "0" || f.DefValue == "0s" || f.DefValue == "false" {

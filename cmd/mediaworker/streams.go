@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/app"
@@ -18,7 +19,7 @@ import (
 
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
-	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | consumer-image | consumer-video |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them, and the key-value buckets (settled requests, verdicts, reuse), on the\n  NATS at --nats-url (idempotent).", "print [NAME] | apply")
+	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | "+laneConsumers(" | ", " | ")+" |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them, and the key-value buckets (settled requests, verdicts, reuse), on the\n  NATS at --nats-url (idempotent).", "print [NAME] | apply")
 	bindCommon(c, &cfg)
 	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
 	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
@@ -54,12 +55,10 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // bindLaneLimits binds each lane consumer's own ack wait and max ack pending (`run` and `streams` write
 // the same consumers).
 func bindLaneLimits(fs *flag.FlagSet, sc *natsjs.Config) {
-	for _, l := range []struct {
-		name   string
-		limits *natsjs.LaneLimits
-	}{{"image", &sc.ImageLane}, {"video", &sc.VideoLane}} {
-		durationVar(fs, &l.limits.AckWait, l.name+"-ack-wait", "ack wait of the "+l.name+" lane's consumer (0: --ack-wait)")
-		fs.IntVar(&l.limits.MaxAckPending, l.name+"-max-ack-pending", l.limits.MaxAckPending, "max ack pending of the "+l.name+" lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)")
+	for _, k := range natsjs.Lanes {
+		name, limits := string(k), laneLimits(sc, k)
+		durationVar(fs, &limits.AckWait, name+"-ack-wait", "ack wait of the "+name+" lane's consumer (0: --ack-wait)")
+		fs.IntVar(&limits.MaxAckPending, name+"-max-ack-pending", limits.MaxAckPending, "max ack pending of the "+name+" lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)")
 	}
 }
 
@@ -106,7 +105,7 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 	if len(which) > 0 {
 		d, ok := defs[which[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer, consumer-image, consumer-video or advisory-consumer)\n", which[0])
+			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer, %s or advisory-consumer)\n", which[0], laneConsumers(", ", ", "))
 			return exitUsage
 		}
 		v = d
@@ -134,8 +133,12 @@ func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer)
 		return exitFailure
 	}
 	sc := cfg.Streams
-	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s, consumers %s (triage), %s, %s, %s-advisories and key-value buckets %s, %s, %s\n",
+	lanes := make([]string, len(natsjs.Lanes))
+	for i, l := range natsjs.Lanes {
+		lanes[i] = sc.LaneDurable(l)
+	}
+	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s, consumers %s (triage), %s, %s-advisories and key-value buckets %s, %s, %s\n",
 		sc.RequestsStream(), sc.ResponsesStream(), sc.DLQStream(), sc.AdvisoryStream(), sc.Durable,
-		sc.LaneDurable(natsjs.Lanes[0]), sc.LaneDurable(natsjs.Lanes[1]), sc.Durable, sc.SettledBucket(), sc.VerdictBucket(), sc.ReuseBucket())
+		strings.Join(lanes, ", "), sc.Durable, sc.SettledBucket(), sc.VerdictBucket(), sc.ReuseBucket())
 	return exitOK
 }
