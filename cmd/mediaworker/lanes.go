@@ -10,53 +10,30 @@ import (
 
 // The lanes' settings come one set per registered kind (package job's registry), named after it: its
 // slots --max-<kind>-jobs (lanes.<kind>_jobs), its consumer's --<kind>-ack-wait and
-// --<kind>-max-ack-pending (lanes.<kind>_ack_wait, lanes.<kind>_max_ack_pending). A new kind has
-// them without an entry here.
+// --<kind>-max-ack-pending (lanes.<kind>_ack_wait, lanes.<kind>_max_ack_pending), declared once for
+// every kind (laneSettings). A new kind has them without an entry here.
 
 // slotsFlag is the flag of kind's slots.
 func slotsFlag(k job.Kind) string { return "max-" + string(k) + "-jobs" }
 
-// laneKeys are the lanes section's keys: the served lanes, each kind's slots, each kind's consumer.
-func laneKeys() []settingKey {
-	keys := []settingKey{{"serve", "lanes"}}
-	for _, k := range job.Kinds() {
-		keys = append(keys, settingKey{string(k) + "_jobs", slotsFlag(k)})
+// laneSettings are the lanes section: the served lanes, each kind's slots, each kind's consumer.
+func laneSettings() []setting {
+	out := []setting{{flag: "lanes", key: "serve", help: "lanes this instance serves: " + lanesHelp() + "; every instance also triages requests to the lanes",
+		at: func(s *settingsOf) any { return &s.Lanes }}}
+	for _, spec := range job.Specs() {
+		k := spec.Kind
+		out = append(out, setting{flag: slotsFlag(k), key: string(k) + "_jobs", help: "concurrent " + string(k) + " " + spec.Work,
+			docDefault: spec.Lane.SlotsRule, at: func(s *settingsOf) any { return &laneConfig(s.Config, k).Slots }})
 	}
 	for _, k := range job.Kinds() {
-		keys = append(keys, settingKey{string(k) + "_ack_wait", string(k) + "-ack-wait"},
-			settingKey{string(k) + "_max_ack_pending", string(k) + "-max-ack-pending"})
+		name := string(k)
+		out = append(out,
+			setting{flag: name + "-ack-wait", key: name + "_ack_wait", scope: streamsToo, help: "ack wait of the " + name + " lane's consumer (0: --ack-wait)",
+				at: func(s *settingsOf) any { return &laneLimits(&s.Streams, k).AckWait }},
+			setting{flag: name + "-max-ack-pending", key: name + "_max_ack_pending", scope: streamsToo, help: "max ack pending of the " + name + " lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)",
+				at: func(s *settingsOf) any { return &laneLimits(&s.Streams, k).MaxAckPending }})
 	}
-	return keys
-}
-
-// laneConfig is cfg's settings of kind's lane, made when missing (a zero Config has none).
-func laneConfig(cfg *app.Config, k job.Kind) *app.LaneConfig {
-	if cfg.PerLane == nil {
-		cfg.PerLane = map[job.Kind]*app.LaneConfig{}
-	}
-	if cfg.PerLane[k] == nil {
-		cfg.PerLane[k] = &app.LaneConfig{}
-	}
-	return cfg.PerLane[k]
-}
-
-// laneLimits is sc's settings of kind's lane consumer, made when missing.
-func laneLimits(sc *natsjs.Config, k job.Kind) *natsjs.LaneLimits {
-	if sc.Lanes == nil {
-		sc.Lanes = map[job.Kind]*natsjs.LaneLimits{}
-	}
-	if sc.Lanes[k] == nil {
-		sc.Lanes[k] = &natsjs.LaneLimits{}
-	}
-	return sc.Lanes[k]
-}
-
-// bindSlots binds each kind's slots.
-func bindSlots(c *command, cfg *app.Config) {
-	for _, s := range job.Specs() {
-		l := laneConfig(cfg, s.Kind)
-		c.fs.IntVar(&l.Slots, slotsFlag(s.Kind), l.Slots, "concurrent "+string(s.Kind)+" "+s.Work)
-	}
+	return out
 }
 
 // lanesHelp says what --lanes takes: "image,video (all), image or video".
@@ -83,4 +60,26 @@ func laneConsumers(sep, last string) string {
 		b.WriteString("consumer-" + string(l))
 	}
 	return b.String()
+}
+
+// laneConfig is cfg's settings of kind's lane, made when missing (a zero Config has none).
+func laneConfig(cfg *app.Config, k job.Kind) *app.LaneConfig {
+	if cfg.PerLane == nil {
+		cfg.PerLane = map[job.Kind]*app.LaneConfig{}
+	}
+	if cfg.PerLane[k] == nil {
+		cfg.PerLane[k] = &app.LaneConfig{}
+	}
+	return cfg.PerLane[k]
+}
+
+// laneLimits is sc's settings of kind's lane consumer, made when missing.
+func laneLimits(sc *natsjs.Config, k job.Kind) *natsjs.LaneLimits {
+	if sc.Lanes == nil {
+		sc.Lanes = map[job.Kind]*natsjs.LaneLimits{}
+	}
+	if sc.Lanes[k] == nil {
+		sc.Lanes[k] = &natsjs.LaneLimits{}
+	}
+	return sc.Lanes[k]
 }

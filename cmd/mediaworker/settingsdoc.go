@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/mediaworker/mediaworker/app"
-	"github.com/mediaworker/mediaworker/job"
 )
 
 // settingsMarkdown is docs/operations.md's reference of the config file: every section and key with
@@ -20,7 +19,7 @@ func settingsMarkdown() string {
 	for _, s := range sections {
 		fmt.Fprintf(&b, "\n### `%s:` — %s\n\n", s.name, s.title)
 		b.WriteString("| key | flag | environment | type | default | meaning |\n| --- | --- | --- | --- | --- | --- |\n")
-		for _, k := range s.keys {
+		for _, k := range s.keys() {
 			f := c.fs.Lookup(k.flag)
 			if f == nil {
 				continue
@@ -53,13 +52,8 @@ func settingsMarkdown() string {
 
 // docDefault is a flag's default as the docs show it: the machine-dependent ones as their rule.
 func docDefault(f *flag.Flag) string {
-	for _, s := range job.Specs() {
-		if f.Name == slotsFlag(s.Kind) {
-			return s.Lane.SlotsRule
-		}
-	}
-	if f.Name == "tmp-dir" {
-		return "`$TMPDIR/mediaworker`"
+	if st, _ := lookupSetting(f.Name); st.docDefault != "" {
+		return st.docDefault
 	}
 	if f.DefValue == "" || f.DefValue == "0" || f.DefValue == "0s" || f.DefValue == "false" {
 		if f.DefValue == "false" {

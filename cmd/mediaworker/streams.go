@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,14 +19,8 @@ import (
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
 	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | "+laneConsumers(" | ", " | ")+" |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them, and the key-value buckets (settled requests, verdicts, reuse), on the\n  NATS at --nats-url (idempotent).", "print [NAME] | apply")
-	bindCommon(c, &cfg)
-	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
-	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
-	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
-	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "max ack pending of each consumer (triage, each lane): at least 2 × the lane's slots of all instances")
-	bindLaneLimits(c.fs, &cfg.Streams)
-	bindReuseBounds(c.fs, &cfg.Reuse)
-	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
+	// The settings of the definitions it writes, as run declares them.
+	c.bind(&settingsOf{Config: &cfg}, func(st setting) bool { return st.scope == shared || st.scope == streamsToo })
 	outDir := ""
 	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
 	rest, code, ok := parseOrUsage(c, args, stdout, stderr)
@@ -50,22 +43,6 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stderr, "mediaworker streams: unknown action %q (print or apply)\n", rest[0])
 	return exitUsage
-}
-
-// bindLaneLimits binds each lane consumer's own ack wait and max ack pending (`run` and `streams` write
-// the same consumers).
-func bindLaneLimits(fs *flag.FlagSet, sc *natsjs.Config) {
-	for _, k := range natsjs.Lanes {
-		name, limits := string(k), laneLimits(sc, k)
-		durationVar(fs, &limits.AckWait, name+"-ack-wait", "ack wait of the "+name+" lane's consumer (0: --ack-wait)")
-		fs.IntVar(&limits.MaxAckPending, name+"-max-ack-pending", limits.MaxAckPending, "max ack pending of the "+name+" lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)")
-	}
-}
-
-// bindReuseBounds binds the reuse memory's TTL and size (`run` and `streams apply` write the same bucket).
-func bindReuseBounds(fs *flag.FlagSet, rc *natsjs.ReuseConfig) {
-	durationVar(fs, &rc.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
-	fs.Var(bytesFlag{&rc.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
 }
 
 func definitions(sc natsjs.Config) map[string]any {
