@@ -134,9 +134,7 @@ func inProcess(k job.Kind) bool {
 
 // bindRun registers the rest of run's settings that live in cfg (bindCommon's and run's own apart).
 func bindRun(c *command, cfg *app.Config) {
-	own := defaultSettings(new(app.Config))
-	c.bind(&settingsOf{Config: cfg, ClamdWait: own.ClamdWait, LogLevel: own.LogLevel, LogFormat: own.LogFormat},
-		func(st setting) bool { return st.scope != shared && !st.runsOwn() })
+	c.bind(&settingsOf{Config: cfg}, func(st setting) bool { return st.scope != shared && st.scope != runsOwn })
 }
 
 func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {

@@ -51,6 +51,8 @@ const (
 	shared
 	// streamsToo: also `streams`, which writes the same stream and consumer definitions as run.
 	streamsToo
+	// runsOwn: run's own, outside app.Config (logging, the wait for clamd at start).
+	runsOwn
 )
 
 // settingsOf is what the settings set: the worker's Config, and what run itself reads at start.
@@ -182,7 +184,7 @@ var sections = []section{
 		// A run-only setting: the worker itself waits for clamd whenever it is down, but at start a clamd
 		// that never answers is most often a wrong address, which should stop the start with a clear
 		// error rather than look like a slow queue.
-		{flag: "clamd-wait", key: "wait", help: "at start, how long to wait for clamd to answer (it loads its database first) before exiting with an error",
+		{flag: "clamd-wait", scope: runsOwn, key: "wait", help: "at start, how long to wait for clamd to answer (it loads its database first) before exiting with an error",
 			at: func(s *settingsOf) any { return &s.ClamdWait }},
 		{flag: "max-signature-age", key: "max_signature_age", help: "readiness fails when clamd's official signatures are older (0: never); a dev database is not judged",
 			at: func(s *settingsOf) any { return &s.MaxSignatureAge }},
@@ -297,9 +299,9 @@ var sections = []section{
 			at: func(s *settingsOf) any { return &s.ScanAPI.StallTimeout }},
 	}},
 	{"log", "logging", []setting{
-		{flag: "log-level", key: "level", help: "trace, debug, info, warn or error",
+		{flag: "log-level", scope: runsOwn, key: "level", help: "trace, debug, info, warn or error",
 			at: func(s *settingsOf) any { return &s.LogLevel }},
-		{flag: "log-format", key: "format", help: "json, console, or auto (console on a terminal)",
+		{flag: "log-format", scope: runsOwn, key: "format", help: "json, console, or auto (console on a terminal)",
 			at: func(s *settingsOf) any { return &s.LogFormat }},
 	}},
 	{webhooksSection, "webhooks: answers and virus events to HTTP endpoints (the file's webhooks.endpoints lists several)", []setting{
@@ -361,18 +363,6 @@ func (c *command) bindSetting(s *settingsOf, st setting) {
 		fs.Var(fs.Lookup(st.flag).Value, old, "deprecated: use --"+st.flag)
 		c.aliases[old] = st.flag
 	}
-}
-
-// runsOwn says whether the setting is run's own, outside app.Config (logging, the wait for clamd).
-func (st setting) runsOwn() bool {
-	probe := &settingsOf{Config: new(app.Config)}
-	switch p := st.at(probe).(type) {
-	case *time.Duration:
-		return p == &probe.ClamdWait
-	case *string:
-		return p == &probe.LogLevel || p == &probe.LogFormat
-	}
-	return false
 }
 
 // lookupSetting finds the setting of a flag.
