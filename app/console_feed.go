@@ -326,11 +326,9 @@ func outcomeOf(r contracts.Response, kind string, at time.Time) console.Outcome 
 		o.Virus = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(r.Error, "virus detected"), ":"))
 	}
 	if r.Metadata != nil {
-		if top, _, ok := strings.Cut(r.Metadata.MIME, "/"); ok {
-			for _, spec := range job.Specs() {
-				if spec.MIMEType == top {
-					o.Kind = string(spec.Kind)
-				}
+		for _, spec := range job.Specs() {
+			if spec.Recognises != nil && spec.Recognises(r.Metadata.MIME) {
+				o.Kind = string(spec.Kind)
 			}
 		}
 		// As the response has them: the console checks them before it draws anything from them.

@@ -1,6 +1,10 @@
 package job
 
-import "github.com/mediaworker/mediaworker/contracts"
+import (
+	"strings"
+
+	"github.com/mediaworker/mediaworker/contracts"
+)
 
 // Image is the kind of pictures.
 const Image Kind = "image"
@@ -12,9 +16,9 @@ func init() {
 		Order: 10,
 		Work:  "transforms",
 		// One job per core: libvips runs one thread per job.
-		Lane:      LaneDefaults{Slots: func(cores int) int { return cores }, SlotsRule: "number of CPUs"},
-		InProcess: true,
-		MIMEType:  "image",
+		Lane:       LaneDefaults{Slots: func(cores int) int { return cores }, SlotsRule: "number of CPUs"},
+		InProcess:  true,
+		Recognises: func(mime string) bool { return strings.HasPrefix(mime, "image/") },
 		Preview: func(v contracts.Variant) bool {
 			return v.Format == contracts.FormatWebP && v.Quality == contracts.QualityLow
 		},

@@ -1,6 +1,10 @@
 package job
 
-import "github.com/mediaworker/mediaworker/contracts"
+import (
+	"strings"
+
+	"github.com/mediaworker/mediaworker/contracts"
+)
 
 // Video is the kind of moving pictures.
 const Video Kind = "video"
@@ -18,8 +22,8 @@ func init() {
 			}
 			return 1
 		}, SlotsRule: "1 on ≤ 2 CPUs, else CPUs ÷ 2"},
-		Progress: true,
-		MIMEType: "video",
+		Progress:   true,
+		Recognises: func(mime string) bool { return strings.HasPrefix(mime, "video/") },
 		Preview: func(v contracts.Variant) bool {
 			return v.Format == contracts.FormatJPG && v.Quality == contracts.QualityThumbnail
 		},

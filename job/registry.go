@@ -31,9 +31,9 @@ type Spec struct {
 	InProcess bool
 	// Progress says its jobs publish progress reports while they transform.
 	Progress bool
-	// MIMEType is the top-level media type of the uploads it takes ("image" of image/png): how an
-	// answer's metadata.mime tells its kind.
-	MIMEType string
+	// Recognises reports whether an upload of this media type (an answer's metadata.mime) is of the
+	// kind: how the console tells a finished job's kind.
+	Recognises func(mime string) bool
 	// Preview reports whether an output of its answers is the one a person is shown for it (the
 	// console's preview).
 	Preview func(contracts.Variant) bool
