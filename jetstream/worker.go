@@ -69,7 +69,7 @@ type Admission interface {
 // jitter's −25 %: an outage of one dependency that long uses up no request.
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
-		Lanes:          map[job.Kind]int{job.Image: 2, job.Video: 1},
+		Lanes:          DefaultSlots(2),
 		TriageSlots:    4, // I/O only (a few round trips each): enough to keep the lanes fed
 		BackoffBase:    5 * time.Second,
 		BackoffMax:     3 * time.Minute,
