@@ -153,9 +153,13 @@ func isTruncated(err error) bool {
 }
 
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
-	// The file is complete: a video's probe runs while clamd finishes (probe.go). Its answer is read
-	// by detect, after a clean verdict, and dropped otherwise.
-	p.startProbe(ctx, j)
+	// The file is complete and is sniffed now, once (sniff.go): a video's probe runs while clamd
+	// finishes (probe.go). Its answer is read by detect, after a clean verdict, and dropped otherwise.
+	if _, kind, err := j.sniff(); err == nil && (j.lane == "" || j.lane == kind) {
+		if h, ok := p.kinds[kind]; ok {
+			h.downloaded(ctx, j)
+		}
+	}
 	var res scanResult
 	select {
 	case res = <-j.scanned:

@@ -145,16 +145,14 @@ type Pipeline struct {
 	cfg      Config
 	store    objstore.Store
 	scanner  Scanner
-	images   ImageTransformer
-	videos   VideoTransformer
+	kinds    kinds // what differs by kind (kinds.go)
 	observer Observer
 	verdicts Verdicts
 	signURL  func(url, key string) string
 	now      func() time.Time
 
-	reuse    Reuse
-	memory   MemoryBudget
-	videoMem MemoryBudget // the video lane's own budget; nil: videos take from memory too
+	reuse  Reuse
+	memory MemoryBudget // the shared budget; a kind may have its own (kindHandler.budget)
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -187,9 +185,9 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	if d.Store == nil || d.Scanner == nil || d.Images == nil || d.Videos == nil {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
-	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
+	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, kinds: kindHandlers(d),
 		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
-		reuse: d.Reuse, memory: d.Memory, videoMem: d.VideoMemory}, nil
+		reuse: d.Reuse, memory: d.Memory}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -209,13 +207,15 @@ type job struct {
 	done     bool      // answered before the last step (reused): the steps after are skipped
 	dir      string    // scratch dir, removed at the end
 	input    string    // dir/input
-	head     *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
+	head     *headCopy // the input's first bytes, kept as they were downloaded (sniff reads them)
+	sniffed  *sniffed  // what the upload is, sniffed once (sniff.go)
 	info     objstore.Info
 	mime     string
 	kind     MediaKind
 	probe    *transcoder.VideoProbe // a video's description, from detection
 	probing  *pendingProbe          // a video's probe, started beside the scan (probe.go)
 	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
+	made     made                   // what the transform made (or the reuse memory recalled): response.go
 	outs     []output               // files the transform made, uploaded by the next step
 	memory   func()                 // gives back the memory admit took (memory.go)
 	out      Outcome
@@ -302,11 +302,14 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		if err != nil {
 			return p.fail(j, err)
 		}
-		if j.out.Kind != Success || j.done { // infected, routed to the other lane, or reused
-			p.rememberReuse(pctx, j)
+		if j.out.Kind != Success { // infected, or routed to the other lane
 			return j.out
 		}
+		if j.done { // reused
+			break
+		}
 	}
+	j.respond()
 	p.rememberReuse(pctx, j)
 	return j.out
 }
@@ -338,7 +341,7 @@ func (p *Pipeline) enter(j *job, ph phase) (context.Context, time.Duration) {
 	}
 	ctx, cancel := context.WithTimeoutCause(j.ctx, p.cfg.MaxTransformTime, ErrJobTimeout)
 	j.endPhase = cancel
-	if j.kind == Video {
+	if h, ok := p.kinds[j.kind]; ok && h.watched() {
 		wctx, stop := watch(ctx, p.cfg.JobTimeout)
 		ctx, j.endPhase = wctx, func() { stop(); cancel() }
 	}
@@ -451,17 +454,10 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
+// detect takes what the upload is (sniffed once: sniff.go), routes it when it is not this lane's
+// kind, and has its kind's handler check it.
 func (p *Pipeline) detect(ctx context.Context, j *job) error {
-	var (
-		mime string
-		kind MediaKind
-		err  error
-	)
-	if j.head != nil && int64(len(j.head.buf)) == min(j.info.Size, sniffBytes) {
-		mime, kind, err = DetectBytes(j.head.buf) // what Detect would read back from the file
-	} else {
-		mime, kind, err = Detect(j.input)
-	}
+	mime, kind, err := j.sniff()
 	if err != nil {
 		return err
 	}
@@ -472,44 +468,25 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		j.out = Routed(kind, mime)
 		return nil
 	}
-	if kind != Video {
-		return p.checkMetadata(j)
-	}
-	// The probe's duration is what the encode's CPU budget follows (transcoder's cpuBudget).
-	probe, err := p.probeVideo(ctx, j)
+	h, err := p.kinds.of(j)
 	if err != nil {
-		if transcoder.IsBadInput(err) {
-			return permanent("probing", err)
-		}
-		return transient("probing", err)
+		return nil // refused by transform, as before
 	}
-	j.probe = probe
-	return nil
+	return h.check(ctx, j)
 }
 
 func (p *Pipeline) transform(ctx context.Context, j *job) error {
 	defer j.releaseMemory() // the outputs are files now: uploading them holds no pictures
+	h, err := p.kinds.of(j)
+	if err != nil {
+		return err
+	}
 	// The outputs go next to the input: the transformers use fixed names that cannot be "input", and
 	// a directory less per job is a mkdir and rmdir less (measurable at hundreds of jobs a second).
-	outDir := j.dir
-	var (
-		outs []output
-		err  error
-	)
-	switch j.kind {
-	case Image:
-		outs, err = p.transformImage(ctx, j, outDir)
-	case Video:
-		outs, err = p.transformVideo(ctx, j, outDir)
-	default:
-		return permanent("transforming", fmt.Errorf("unsupported media type: %s", j.mime))
-	}
+	m, err := h.transform(ctx, j, j.dir)
 	if err != nil {
-		if transcoder.IsBadInput(err) {
-			return permanent("transforming", err)
-		}
-		return transient("transforming", err)
+		return classed("transforming", err)
 	}
-	j.outs = outs
+	j.made, j.outs = m, m.outs
 	return nil
 }

@@ -90,7 +90,7 @@ func (p *Pipeline) reuseKey(j *job) string {
 }
 
 // recallReuse answers a clean job from the memory when its upload was seen before: copies the
-// remembered outputs to the request's keys and fills the answer (j.out, j.done). Anything short of
+// remembered outputs to the request's keys and gathers the answer (j.made, j.done; respond builds it). Anything short of
 // that (a miss, an entry that cannot be read, an output gone, replaced or unreadable) leaves the job
 // to be transformed; it never fails the job.
 func (p *Pipeline) recallReuse(ctx context.Context, j *job) {
@@ -120,10 +120,7 @@ func (p *Pipeline) recallReuse(ctx context.Context, j *job) {
 	}
 	md.MIME = orString(md.MIME, j.mime)
 	md.SHA256, md.Reused = j.sha256, true
-	j.out.Response.Metadata = &md
-	j.out.Response.Processed = processed
-	j.out.Response.Warnings = append(j.out.Response.Warnings, r.Warnings...)
-	j.out.Response.Success = true
+	j.made = made{metadata: &md, processed: processed, warnings: r.Warnings}
 }
 
 // errReplaced says a remembered output's key no longer holds the bytes the worker stored there.
