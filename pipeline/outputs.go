@@ -24,12 +24,12 @@ type output struct {
 
 // upload stores every output and lists its variant for the answer (respond). Only outputs with a
 // variant format are listed.
-func (p *Pipeline) upload(ctx context.Context, j *job) error {
+func (s *storer) upload(ctx context.Context, j *job) error {
 	for i, o := range j.outs {
 		if err := ctx.Err(); err != nil {
 			return transientSaid("uploading", jobStopped, fmt.Errorf("job stopped: %w", context.Cause(ctx)))
 		}
-		n, tag, err := p.uploadFile(ctx, j.req.S3Bucket, o)
+		n, tag, err := s.uploadFile(ctx, j.req.S3Bucket, o)
 		j.outs[i].size, j.outs[i].tag = n, tag
 		if err != nil {
 			err = fmt.Errorf("uploading %s: %w", o.key, err)
@@ -38,15 +38,15 @@ func (p *Pipeline) upload(ctx context.Context, j *job) error {
 			}
 			return transient("uploading", err)
 		}
-		if p.observer != nil {
-			p.observer.Transferred("out", n)
+		if s.observer != nil {
+			s.observer.Transferred("out", n)
 		}
 		if o.variant.Format == "" {
 			continue
 		}
 		v := o.variant
 		v.Size = n
-		v.URL = p.url(j.req.S3Bucket, o.key)
+		v.URL = s.url(j.req.S3Bucket, o.key)
 		j.made.processed = append(j.made.processed, v)
 	}
 	return nil
@@ -54,7 +54,7 @@ func (p *Pipeline) upload(ctx context.Context, j *job) error {
 
 // uploadFile stores one output and returns its size and the Tag of the version stored (what the
 // reuse memory checks before it hands the output out again; "" when the store cannot tell).
-func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int64, string, error) {
+func (s *storer) uploadFile(ctx context.Context, bucket string, o output) (int64, string, error) {
 	f, err := os.Open(o.path)
 	if err != nil {
 		return 0, "", err
@@ -66,19 +66,19 @@ func (p *Pipeline) uploadFile(ctx context.Context, bucket string, o output) (int
 	}
 	// Marked as ours: the HTTP server serves only objects that carry the marker.
 	var tag string
-	if err := p.store.Put(objstore.RecordingTag(objstore.AsVariant(ctx), &tag), bucket, o.key, f, st.Size(), o.contentType); err != nil {
+	if err := s.store.Put(objstore.RecordingTag(objstore.AsVariant(ctx), &tag), bucket, o.key, f, st.Size(), o.contentType); err != nil {
 		return 0, "", err
 	}
 	return st.Size(), tag, nil
 }
 
-func (p *Pipeline) url(bucket, key string) string {
-	u := p.store.URL(bucket, key)
-	if p.cfg.PublicBaseURL != "" {
-		u = objstore.ObjectURL(p.cfg.PublicBaseURL, key)
+func (s *storer) url(bucket, key string) string {
+	u := s.store.URL(bucket, key)
+	if s.cfg.PublicBaseURL != "" {
+		u = objstore.ObjectURL(s.cfg.PublicBaseURL, key)
 	}
-	if p.signURL != nil {
-		u = p.signURL(u, key)
+	if s.signURL != nil {
+		u = s.signURL(u, key)
 	}
 	return u
 }

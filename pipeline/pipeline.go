@@ -140,19 +140,44 @@ func (c Config) Validate() error {
 	return validateRecipes(c.Recipes)
 }
 
-// Pipeline runs jobs. It is safe for concurrent use.
+// Pipeline runs jobs. It is safe for concurrent use. It runs the steps; each concept is its own type:
+// fetching and scanning the upload (fetcher: download.go, triage.go), what differs by kind (kinds.go),
+// storing the outputs (storer: outputs.go) and the memory of repeated bytes (reuser: reuse.go).
 type Pipeline struct {
+	cfg      Config
+	in       *fetcher
+	kinds    kinds // what differs by kind (kinds.go)
+	out      *storer
+	reuse    *reuser
+	observer Observer
+	now      func() time.Time
+	memory   MemoryBudget // the shared budget; a kind may have its own (kindHandler.budget)
+}
+
+// fetcher looks the upload up, downloads it, has clamd scan it and settles an infected one.
+type fetcher struct {
 	cfg      Config
 	store    objstore.Store
 	scanner  Scanner
-	kinds    kinds // what differs by kind (kinds.go)
 	observer Observer
 	verdicts Verdicts
-	signURL  func(url, key string) string
 	now      func() time.Time
+}
 
-	reuse  Reuse
-	memory MemoryBudget // the shared budget; a kind may have its own (kindHandler.budget)
+// storer uploads a job's outputs and names their URLs.
+type storer struct {
+	cfg      Config
+	store    objstore.Store
+	observer Observer
+	signURL  func(url, key string) string
+}
+
+// reuser is the memory of repeated bytes (reuse.go).
+type reuser struct {
+	cfg   Config
+	reuse Reuse // nil: off
+	store objstore.Store
+	out   *storer // the URLs of copied outputs
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -185,9 +210,17 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	if d.Store == nil || d.Scanner == nil || d.Images == nil || d.Videos == nil {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
-	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, kinds: kindHandlers(d),
-		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
-		reuse: d.Reuse, memory: d.Memory}, nil
+	out := &storer{cfg: cfg, store: d.Store, observer: d.Observer, signURL: d.SignURL}
+	return &Pipeline{
+		cfg:      cfg,
+		in:       &fetcher{cfg: cfg, store: d.Store, scanner: d.Scanner, observer: d.Observer, verdicts: d.Verdicts, now: time.Now},
+		kinds:    kindHandlers(d),
+		out:      out,
+		reuse:    &reuser{cfg: cfg, reuse: d.Reuse, store: d.Store, out: out},
+		observer: d.Observer,
+		now:      time.Now,
+		memory:   d.Memory,
+	}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -259,10 +292,10 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 	if contracts.ValidateMediaURL(req.MediaURL) != nil {
 		// Every answer's originalUrl is a URI, and one the contract allows: without one from the
 		// request, the object's own URL, in the form its variants' URLs take.
-		req.MediaURL = p.url(req.S3Bucket, req.S3Key)
+		req.MediaURL = p.out.url(req.S3Bucket, req.S3Key)
 	}
 	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
-	j.recipe, _ = p.recipe(req) // an unknown one is refused by the first step (stat) before any work
+	j.recipe, _ = p.cfg.recipe(req) // an unknown one is refused by the first step (stat) before any work
 	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.out = Outcome{Kind: Success, Response: newResponse(req)}
 	defer j.cleanup()
@@ -270,12 +303,12 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 	steps := []step{
 		{"preparing", fetching, p.prepare},
 		{"checking", fetching, p.check},
-		{"downloading", fetching, p.download},
+		{"downloading", fetching, p.in.download},
 		{"scanning", fetching, p.scan},
 		{"detecting", fetching, p.detect},
 		{"waiting for memory", admitting, p.admit},
 		{"transforming", transforming, p.transform},
-		{"uploading", storing, p.upload},
+		{"uploading", storing, p.out.upload},
 	}
 	cur, pctx, limit := phase(-1), j.ctx, time.Duration(0)
 	for _, s := range steps {
@@ -310,7 +343,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		}
 	}
 	j.respond()
-	p.rememberReuse(pctx, j)
+	p.reuse.remember(pctx, j)
 	return j.out
 }
 
@@ -435,7 +468,7 @@ func (p *Pipeline) prepare(ctx context.Context, j *job) error {
 // check refuses what is missing or over the input cap before a byte is downloaded, and waits (as a
 // transient failure) when the scratch disk cannot hold the job.
 func (p *Pipeline) check(ctx context.Context, j *job) error {
-	info, err := p.stat(ctx, j)
+	info, err := p.in.stat(ctx, j)
 	if err != nil || j.out.Kind != Success {
 		return err
 	}
