@@ -24,12 +24,12 @@ type output struct {
 
 // upload stores every output and lists its variant for the answer (respond). Only outputs with a
 // variant format are listed.
-func (s *storer) upload(ctx context.Context, j *job) error {
+func (p *Pipeline) upload(ctx context.Context, j *job) error {
 	for i, o := range j.outs {
 		if err := ctx.Err(); err != nil {
 			return transientSaid("uploading", jobStopped, fmt.Errorf("job stopped: %w", context.Cause(ctx)))
 		}
-		n, tag, err := s.uploadFile(ctx, j.req.S3Bucket, o)
+		n, tag, err := p.out.uploadFile(ctx, j.req.S3Bucket, o)
 		j.outs[i].size, j.outs[i].tag = n, tag
 		if err != nil {
 			err = fmt.Errorf("uploading %s: %w", o.key, err)
@@ -38,15 +38,15 @@ func (s *storer) upload(ctx context.Context, j *job) error {
 			}
 			return transient("uploading", err)
 		}
-		if s.observer != nil {
-			s.observer.Transferred("out", n)
+		if p.observer != nil {
+			p.observer.Transferred("out", n)
 		}
 		if o.variant.Format == "" {
 			continue
 		}
 		v := o.variant
 		v.Size = n
-		v.URL = s.url(j.req.S3Bucket, o.key)
+		v.URL = p.out.url(j.req.S3Bucket, o.key)
 		j.made.processed = append(j.made.processed, v)
 	}
 	return nil

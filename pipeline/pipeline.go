@@ -164,12 +164,11 @@ type fetcher struct {
 	now      func() time.Time
 }
 
-// storer uploads a job's outputs and names their URLs.
+// storer puts a job's outputs into the store and names their URLs.
 type storer struct {
-	cfg      Config
-	store    objstore.Store
-	observer Observer
-	signURL  func(url, key string) string
+	cfg     Config
+	store   objstore.Store
+	signURL func(url, key string) string
 }
 
 // reuser is the memory of repeated bytes (reuse.go).
@@ -210,7 +209,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	if d.Store == nil || d.Scanner == nil || d.Images == nil || d.Videos == nil {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
-	out := &storer{cfg: cfg, store: d.Store, observer: d.Observer, signURL: d.SignURL}
+	out := &storer{cfg: cfg, store: d.Store, signURL: d.SignURL}
 	return &Pipeline{
 		cfg:      cfg,
 		in:       &fetcher{cfg: cfg, store: d.Store, scanner: d.Scanner, observer: d.Observer, verdicts: d.Verdicts, now: time.Now},
@@ -308,7 +307,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		{"detecting", fetching, p.detect},
 		{"waiting for memory", admitting, p.admit},
 		{"transforming", transforming, p.transform},
-		{"uploading", storing, p.out.upload},
+		{"uploading", storing, p.upload},
 	}
 	cur, pctx, limit := phase(-1), j.ctx, time.Duration(0)
 	for _, s := range steps {
