@@ -105,16 +105,16 @@ func (f *fetcher) downloaded(j *job, info objstore.Info, err error) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, objstore.ErrNotFound):
-		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+		return notFound(j.req)
 	case objstore.IsPermanent(err):
-		return permanent("downloading", err)
+		return storeRefused("downloading", err)
 	case errors.As(err, &tooLarge):
-		return permanent("downloading", fmt.Errorf("input is too large: %w", tooLarge))
+		return tooLargeInput(tooLarge)
 	default:
 		return transient("downloading", err)
 	}
 	if info.Size == 0 {
-		return permanent("downloading", errors.New("object is empty (0 bytes)"))
+		return refuse("downloading", emptyObject)
 	}
 	j.info = info
 	switch {
@@ -202,7 +202,7 @@ func (f *fetcher) verdict(ctx context.Context, j *job) (scanner.Verdict, error) 
 	case err == nil:
 		return v, nil
 	case scanner.IsRefused(err):
-		return v, permanent("scanning", fmt.Errorf("the file cannot be scanned: %w", err))
+		return v, scanRefused(err)
 	}
 	return v, transient("scanning", err)
 }

@@ -131,8 +131,9 @@ func TestGaveUpResponsesNameNoAddressPathOrChain(t *testing.T) {
 			return Deps{}
 		}, "gave up after 3 deliveries: transforming: writing high webp: the scratch disk is full", ""},
 		{"ffmpeg out of disk", func(t *testing.T, f *fixture) Deps {
-			// ffmpeg says so only on stderr.
-			f.images.err = &transcoder.Error{Msg: "transcoding video", Err: errors.New(
+			// ffmpeg says so only on stderr, which the transcoder reads and says in Words (its
+			// classifyFFmpeg: TestFFmpegSystemFailureWords).
+			f.images.err = &transcoder.Error{Msg: "transcoding video", Words: "the scratch disk is full", Err: errors.New(
 				"ffmpeg exited with status 1: [out#0/mp4 @ 0x55d0c0a8c2c0] Error writing trailer of file:" + f.cfg.TmpDir + "/video.mp4: No space left on device")}
 			f.note = "No space left on device"
 			return Deps{}

@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/mediaworker/mediaworker/transcoder"
 )
@@ -49,14 +49,16 @@ func (ks kinds) of(j *job) (kindHandler, error) {
 	if h, ok := ks[j.kind]; ok {
 		return h, nil
 	}
-	return nil, permanent("transforming", fmt.Errorf("unsupported media type: %s", j.mime))
+	return nil, refuse("transforming", "unsupported media type: "+j.mime)
 }
 
 // classed classes a transformer's error in stage: the input's fault (transcoder.IsBadInput) is
-// permanent, anything else (a tool, the machine) transient.
+// permanent, in the transcoder's words for the person who uploaded the file (transcoder.Error: its
+// message, set where it refused the input); anything else (a tool, the machine) transient.
 func classed(stage string, err error) *Error {
-	if transcoder.IsBadInput(err) {
-		return permanent(stage, err)
+	var te *transcoder.Error
+	if errors.As(err, &te) && te.BadInput {
+		return refusedBy(stage, te.Error(), err) // a bad input's Error() is its message for people (transcoder.Error)
 	}
 	return transient(stage, err)
 }

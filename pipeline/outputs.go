@@ -34,7 +34,7 @@ func (p *Pipeline) upload(ctx context.Context, j *job) error {
 		if err != nil {
 			err = fmt.Errorf("uploading %s: %w", o.key, err)
 			if objstore.IsPermanent(err) { // the store refuses the output (its bucket gone, a name it will not take)
-				return permanent("uploading", err)
+				return storeRefused("uploading", err)
 			}
 			return transient("uploading", err)
 		}

@@ -44,7 +44,7 @@ func (p *Pipeline) triage(j *job) Outcome {
 	head, err := objstore.ReadHeadStatted(j.ctx, p.in.store, info, SniffBytes)
 	if err != nil {
 		if objstore.IsPermanent(err) {
-			return p.fail(j, permanent("downloading", err))
+			return p.fail(j, storeRefused("downloading", err))
 		}
 		return p.fail(j, stopped(transient("downloading", err)))
 	}
@@ -70,7 +70,7 @@ func (f *fetcher) stat(ctx context.Context, j *job) (objstore.Info, error) {
 	case err == nil:
 	case errors.Is(err, objstore.ErrInvalidName):
 		// Before "not found", which a read of an impossible name also matches: the name is the cause.
-		return info, permanent("downloading", err)
+		return info, storeRefused("downloading", err)
 	case errors.Is(err, objstore.ErrNotFound):
 		if ev, rerr := f.recall(ctx, j.req); rerr != nil {
 			return info, transient("recalling an earlier verdict", rerr)
@@ -78,9 +78,9 @@ func (f *fetcher) stat(ctx context.Context, j *job) (objstore.Info, error) {
 			j.out = infectedOutcome(j.req, *ev)
 			return info, nil
 		}
-		return info, permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+		return info, notFound(j.req)
 	case objstore.IsPermanent(err):
-		return info, permanent("downloading", err)
+		return info, storeRefused("downloading", err)
 	default:
 		return info, transient("downloading", err)
 	}
@@ -89,10 +89,10 @@ func (f *fetcher) stat(ctx context.Context, j *job) (objstore.Info, error) {
 		return info, err
 	}
 	if info.Size > f.cfg.MaxInputBytes {
-		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: f.cfg.MaxInputBytes}))
+		return info, tooLargeInput(&objstore.TooLargeError{Size: info.Size, Limit: f.cfg.MaxInputBytes})
 	}
 	if info.Size == 0 {
-		return info, permanent("downloading", errors.New("object is empty (0 bytes)"))
+		return info, refuse("downloading", emptyObject)
 	}
 	return info, nil
 }
