@@ -6,6 +6,10 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 )
 
+func init() {
+	registerKind(Image, func(d Deps) kindHandler { return imageHandler{images: d.Images} })
+}
+
 // imageHandler is the image kind: libvips, in this process, the recipe's image variants.
 type imageHandler struct {
 	images ImageTransformer

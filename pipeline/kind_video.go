@@ -11,6 +11,10 @@ import (
 	"github.com/mediaworker/mediaworker/facts"
 )
 
+func init() {
+	registerKind(Video, func(d Deps) kindHandler { return videoHandler{videos: d.Videos, memory: d.VideoMemory} })
+}
+
 // videoHandler is the video kind: ffprobe and ffmpeg in child processes, an MP4, a poster, HLS and
 // the recipe's renditions and storyboard (video_recipe.go).
 type videoHandler struct {

@@ -11,7 +11,8 @@ import (
 // detection, the memory its transform is expected to hold and which budget it takes from, whether
 // its transform is watched for progress, the transform itself) is its kind's handler, one file each
 // (kind_image.go, kind_video.go). The steps of Process name no kind: they look the job's up here. A
-// new kind is one more handler file, listed in kindHandlers, plus its recognition in detect.go.
+// new kind is one more handler file, which registers itself (registerKind), plus its recognition in
+// detect.go.
 
 // kindHandler is one kind's part of a job.
 type kindHandler interface {
@@ -36,12 +37,25 @@ type kindHandler interface {
 // kinds are the handlers of the kinds a pipeline transforms, by kind.
 type kinds map[MediaKind]kindHandler
 
-// kindHandlers makes the handler of every kind this pipeline transforms, from its dependencies.
-func kindHandlers(d Deps) kinds {
-	return kinds{
-		Image: imageHandler{images: d.Images},
-		Video: videoHandler{videos: d.Videos, memory: d.VideoMemory},
+// kindMakers make the handler of each kind this pipeline transforms from its dependencies. Each kind's
+// file registers its own (registerKind, in its init), so a kind is added by adding its file.
+var kindMakers = map[MediaKind]func(Deps) kindHandler{}
+
+// registerKind makes kind transformable, by the handler makeHandler makes.
+func registerKind(kind MediaKind, makeHandler func(Deps) kindHandler) {
+	if _, dup := kindMakers[kind]; dup {
+		panic("pipeline: kind " + string(kind) + " registered twice") // a programming error, at init
 	}
+	kindMakers[kind] = makeHandler
+}
+
+// kindHandlers makes the handler of every registered kind, from the pipeline's dependencies.
+func kindHandlers(d Deps) kinds {
+	ks := make(kinds, len(kindMakers))
+	for kind, makeHandler := range kindMakers {
+		ks[kind] = makeHandler(d)
+	}
+	return ks
 }
 
 // handler is the handler of the job's kind, or the refusal of a kind this pipeline does not transform.
