@@ -96,6 +96,7 @@ func PublicMessage(err error) string {
 	var (
 		e  *Error
 		pe *contracts.ParseError
+		se *scanner.Error
 	)
 	switch {
 	case err == nil:
@@ -104,6 +105,9 @@ func PublicMessage(err error) string {
 		return e.Public()
 	case errors.As(err, &pe):
 		return err.Error()
+	case errors.As(err, &se) && se.Kind == scanner.LimitExceeded:
+		// A refusal in the words the scanner set where it refused (the scan API's 422).
+		return scanRefused(err).Msg
 	}
 	if s := err.Error(); plainSentence(s) {
 		return s

@@ -281,3 +281,14 @@ func TestErrorDetailKeepsTheToolsWords(t *testing.T) {
 func transcoderBadInputSaid(msg, said string) error {
 	return &transcoder.Error{BadInput: true, Msg: msg, Detail: said}
 }
+
+// A clamd refusal that reaches PublicMessage bare (the scan API's 422) says what could not be scanned,
+// in the words the scanner set where it refused, and nothing of its cause's text.
+func TestPublicMessageOfAScanRefusal(t *testing.T) {
+	err := &scanner.Error{Kind: scanner.LimitExceeded, Op: "scanning stream", Err: errors.New("reply from /run/clamd.ctl"),
+		Words: "clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxRecursion"}
+	want := "the file cannot be scanned: scanning stream: over the scan limits: clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxRecursion"
+	if got := PublicMessage(fmt.Errorf("scanning: %w", err)); got != want {
+		t.Errorf("PublicMessage = %q, want %q", got, want)
+	}
+}
