@@ -17,6 +17,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/ingest"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/membudget"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
@@ -43,7 +44,7 @@ type App struct {
 	sigs     *signatureWatch
 	deps     *Deps // the pull loops' admission: intake pauses while a dependency is down
 	console  *consoleState
-	memory   *membudget.Budget // the image lane's memory budget; nil: none (MaxMemory 0)
+	memory   map[job.Kind]*membudget.Budget // each lane's memory budget; nil: none (MaxMemory 0)
 	scan     *scanHandler
 	worker   *natsjs.Worker
 	ingest   *ingest.Ingester // nil: ingest off
@@ -57,9 +58,6 @@ type App struct {
 	oldTMPDIR            string
 	hadTMPDIR, setTMPDIR bool
 	closers              []func()
-
-	// videoMemory is the video lane's own memory budget (memory is the image lane's); nil with it.
-	videoMemory *membudget.Budget
 }
 
 // New builds every part from cfg. On error, whatever was started is stopped again.
@@ -163,18 +161,23 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 		// (what the worker's peak RSS is made of), the video lane's the ffmpeg processes beside it. One
 		// budget for both made lanes wait on each other: a 1080p encode is estimated above the default
 		// budget, ran alone in it, and held every image for the whole encode.
-		if a.memory, err = membudget.New(cfg.MaxMemory); err != nil {
-			return nil, fmt.Errorf("creating the memory budget (MaxMemory): %w", err)
+		a.memory = map[job.Kind]*membudget.Budget{}
+		lanes := map[job.Kind]pipeline.MemoryBudget{}
+		for _, spec := range job.Specs() {
+			b, err := membudget.New(cfg.MaxMemory)
+			if err != nil {
+				return nil, fmt.Errorf("creating the %s lane's memory budget (MaxMemory): %w", spec.Kind, err)
+			}
+			a.memory[spec.Kind] = b
+			a.closers = append(a.closers, func() { _ = b.Close() })
+			lanes[spec.Kind] = b // a child process's memory (ffmpeg's) is its own: no heap to give back
+			if spec.InProcess {
+				lanes[spec.Kind] = heapReturningBudget{b, cfg.MaxMemory / 2}
+			}
+			a.metrics.watchMemory(string(spec.Kind), b)
 		}
-		a.closers = append(a.closers, func() { _ = a.memory.Close() })
-		if a.videoMemory, err = membudget.New(cfg.MaxMemory); err != nil {
-			return nil, fmt.Errorf("creating the video lane's memory budget (MaxMemory): %w", err)
-		}
-		a.closers = append(a.closers, func() { _ = a.videoMemory.Close() })
-		pdeps.Memory = heapReturningBudget{a.memory, cfg.MaxMemory / 2}
-		pdeps.VideoMemory = a.videoMemory // ffmpeg's memory is its own process's: no heap to give back
-		a.metrics.watchMemory(string(pipeline.Image), a.memory)
-		a.metrics.watchMemory(string(pipeline.Video), a.videoMemory)
+		// The pipeline's two budgets, until it takes one per kind.
+		pdeps.Memory, pdeps.VideoMemory = lanes[job.Image], lanes[job.Video]
 	}
 	pipe, err := pipeline.New(cfg.Pipeline, pdeps)
 	if err != nil {
@@ -348,9 +351,11 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	a.log.Info().
-		Str("lanes", a.cfg.Lanes).Int("max_image_jobs", a.cfg.MaxImageJobs).Int("max_video_jobs", a.cfg.MaxVideoJobs).
-		Str("storage", a.cfg.Storage).Str("clamd", a.cfg.Scanner.Addr).Str("http", a.cfg.HTTPAddr).
+	ready := a.log.Info().Str("lanes", a.cfg.Lanes)
+	for _, k := range natsjs.Lanes {
+		ready = ready.Int("max_"+string(k)+"_jobs", a.cfg.slots(k))
+	}
+	ready.Str("storage", a.cfg.Storage).Str("clamd", a.cfg.Scanner.Addr).Str("http", a.cfg.HTTPAddr).
 		Str("requests", a.cfg.Streams.Subjects().Request).Msg("mediaworker ready")
 
 	runCtx, cancel := context.WithCancel(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/ingest"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/membudget"
 	"github.com/mediaworker/mediaworker/objstore/natsobj"
 	"github.com/mediaworker/mediaworker/objstore/s3"
@@ -46,13 +47,14 @@ func (c NATSConfig) embedded() natsjs.EmbeddedConfig {
 
 // Config is everything `mediaworker run` needs.
 type Config struct {
-	NATS         NATSConfig
-	Provision    bool // create or update streams and consumer at start
-	Streams      natsjs.Config
-	Worker       natsjs.WorkerConfig
-	Lanes        string // the lanes this instance serves: "image,video" (all), "image" or "video"
-	MaxImageJobs int    // slots of the image lane
-	MaxVideoJobs int    // slots of the video lane
+	NATS      NATSConfig
+	Provision bool // create or update streams and consumer at start
+	Streams   natsjs.Config
+	Worker    natsjs.WorkerConfig
+	Lanes     string // the lanes this instance serves: "image,video" (all), a subset (natsjs.ParseLanes)
+	// PerLane are each lane's settings in this instance, by kind (DefaultConfig has every registered
+	// kind's, from job.Spec.Lane).
+	PerLane map[job.Kind]*LaneConfig
 	// MaxMemory is the memory budget in bytes of each lane (membudget): a job's transform starts only
 	// while the expected peaks of its lane's transforms running, its own included, fit in it (images
 	// from their headers, videos from their probes, ffmpeg's processes counted in the video lane's);
@@ -90,6 +92,29 @@ type Config struct {
 	Webhooks webhooks.Config
 }
 
+// LaneConfig is one lane's settings in this instance (its consumer's, shared by every instance, are
+// natsjs.Config.Lanes).
+type LaneConfig struct {
+	Slots int // how many of the kind's jobs run at once
+}
+
+// defaultLanes are every registered kind's lane settings on a machine of cores CPUs.
+func defaultLanes(cores int) map[job.Kind]*LaneConfig {
+	out := map[job.Kind]*LaneConfig{}
+	for k, n := range natsjs.DefaultSlots(cores) {
+		out[k] = &LaneConfig{Slots: n}
+	}
+	return out
+}
+
+// slots are lane's slots (0 when unset).
+func (c Config) slots(lane job.Kind) int {
+	if l := c.PerLane[lane]; l != nil {
+		return l.Slots
+	}
+	return 0
+}
+
 // DefaultMaxMemory is the memory budget's default, each lane's: with it and the default slots, the
 // worker's peak RSS stayed under 300 MiB over three passes of a mixed corpus of real files
 // (bench/RESULTS.md, "Memory"), its idle RSS and the embedded NATS server included; ffmpeg's
@@ -98,27 +123,21 @@ const DefaultMaxMemory = 128 << 20
 
 // DefaultConfig returns the embedded, single-machine default of DESIGN.md.
 func DefaultConfig() Config {
-	cores := runtime.NumCPU()
-	video := 1
-	if cores > 2 {
-		video = cores / 2
-	}
 	c := Config{
 		// The embedded server is a single server holding the only copy: fsync every write, so a power
 		// cut loses nothing acknowledged (about 1 ms per write; docs/operations.md has the measurements).
 		NATS: NATSConfig{Embedded: natsjs.EmbeddedConfig{Listen: "127.0.0.1:4222", DataDir: "./data", SyncAlways: true}},
 
-		Provision:    true,
-		Streams:      natsjs.DefaultConfig(),
-		Worker:       natsjs.DefaultWorkerConfig(),
-		Lanes:        "image,video",
-		MaxImageJobs: cores,
-		MaxVideoJobs: video,
-		MaxMemory:    DefaultMaxMemory,
-		Storage:      StorageNATS,
-		S3:           s3.DefaultConfig(),
-		NATSObj:      natsobj.DefaultConfig(),
-		Scanner:      scanner.DefaultConfig(),
+		Provision: true,
+		Streams:   natsjs.DefaultConfig(),
+		Worker:    natsjs.DefaultWorkerConfig(),
+		Lanes:     natsjs.AllLanes(),
+		PerLane:   defaultLanes(runtime.NumCPU()),
+		MaxMemory: DefaultMaxMemory,
+		Storage:   StorageNATS,
+		S3:        s3.DefaultConfig(),
+		NATSObj:   natsobj.DefaultConfig(),
+		Scanner:   scanner.DefaultConfig(),
 		// freshclam checks for updates every 2 hours; three days without one is an outage, not a delay.
 		MaxSignatureAge: 72 * time.Hour,
 		Pipeline:        pipeline.DefaultConfig(),
@@ -158,8 +177,10 @@ func (c Config) Validate() error {
 	if _, err := natsjs.ParseLanes(c.Lanes); err != nil {
 		errs = append(errs, fmt.Errorf("lanes (Lanes): %w", err))
 	}
-	if c.MaxImageJobs < 1 || c.MaxVideoJobs < 1 {
-		errs = append(errs, fmt.Errorf("max image jobs and max video jobs must be at least 1, got %d and %d", c.MaxImageJobs, c.MaxVideoJobs))
+	for _, k := range natsjs.Lanes {
+		if n := c.slots(k); n < 1 {
+			errs = append(errs, fmt.Errorf("the %s lane's slots (PerLane[%s].Slots) must be at least 1, got %d", k, k, n))
+		}
 	}
 	if c.MaxMemory != 0 && c.MaxMemory < membudget.MinSize {
 		errs = append(errs, fmt.Errorf("max memory (MaxMemory) %d bytes (%.1f MiB) is below the least budget, %d MiB: a 2048 px variant alone takes 16 MiB (0 turns the budget off)",
@@ -224,13 +245,10 @@ func (c Config) Validate() error {
 // workerConfig is the pull loop's configuration: the served lanes with their slots.
 func (c Config) workerConfig() natsjs.WorkerConfig {
 	w := c.Worker
-	w.Lanes = map[pipeline.MediaKind]int{}
+	w.Lanes = map[job.Kind]int{}
 	lanes, _ := natsjs.ParseLanes(c.Lanes) // checked by Validate
 	for _, l := range lanes {
-		w.Lanes[l] = c.MaxImageJobs
-		if l == pipeline.Video {
-			w.Lanes[l] = c.MaxVideoJobs
-		}
+		w.Lanes[l] = c.slots(l)
 	}
 	return w
 }

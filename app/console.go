@@ -146,11 +146,16 @@ func (s *consoleSource) Snapshot(ctx context.Context) console.Snapshot {
 		}
 	}
 	if a.memory != nil {
-		// Both lanes' budgets together: what this instance's transforms hold, of what it allows. The
-		// peak is each lane's own, added (an upper bound: the two need not have peaked together).
-		m, v := a.memory.Stats(), a.videoMemory.Stats()
-		snap.Memory = &console.Memory{InUse: m.InUse + v.InUse, Budget: m.Size + v.Size, Peak: m.Peak + v.Peak,
-			Waiting: m.Waiting + v.Waiting}
+		// Every lane's budget together: what this instance's transforms hold, of what it allows. The
+		// peak is each lane's own, added (an upper bound: they need not have peaked together).
+		snap.Memory = &console.Memory{}
+		for _, b := range a.memory {
+			m := b.Stats()
+			snap.Memory.InUse += m.InUse
+			snap.Memory.Budget += m.Size
+			snap.Memory.Peak += m.Peak
+			snap.Memory.Waiting += m.Waiting
+		}
 	}
 	return snap
 }

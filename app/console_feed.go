@@ -11,6 +11,7 @@ import (
 	"github.com/mediaworker/mediaworker/console"
 	"github.com/mediaworker/mediaworker/contracts"
 	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/pipeline"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -171,9 +172,26 @@ func (s *consoleState) progressed(p contracts.Progress) {
 	for _, j := range s.jobs {
 		if j.MediaID == p.MediaID {
 			j.Progress = p.Percent / 100
-			j.Kind = string(pipeline.Video)
+			if k, ok := progressKind(); ok {
+				j.Kind = string(k)
+			}
 		}
 	}
+}
+
+// progressKind is the kind whose jobs report progress (the one kind that does: a report tells the
+// job's kind), false when no single kind does.
+func progressKind() (job.Kind, bool) {
+	var out []job.Kind
+	for _, spec := range job.Specs() {
+		if spec.Progress {
+			out = append(out, spec.Kind)
+		}
+	}
+	if len(out) != 1 {
+		return "", false
+	}
+	return out[0], true
 }
 
 func (s *consoleState) inFlight() []console.Job {
@@ -308,18 +326,19 @@ func outcomeOf(r contracts.Response, kind string, at time.Time) console.Outcome 
 		o.Virus = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(r.Error, "virus detected"), ":"))
 	}
 	if r.Metadata != nil {
-		if kind, _, ok := strings.Cut(r.Metadata.MIME, "/"); ok && (kind == "image" || kind == "video") {
-			o.Kind = kind
+		for _, spec := range job.Specs() {
+			if spec.Recognises != nil && spec.Recognises(r.Metadata.MIME) {
+				o.Kind = string(spec.Kind)
+			}
 		}
 		// As the response has them: the console checks them before it draws anything from them.
 		o.ThumbHash, o.DominantColor, o.Reused = r.Metadata.ThumbHash, r.Metadata.DominantColor, r.Metadata.Reused
 	}
 	for _, v := range r.Processed {
-		switch {
-		case v.Format == contracts.FormatWebP && v.Quality == contracts.QualityLow:
-			o.PreviewURL, o.Kind = v.URL, string(pipeline.Image)
-		case v.Format == contracts.FormatJPG && v.Quality == contracts.QualityThumbnail:
-			o.PreviewURL, o.Kind = v.URL, string(pipeline.Video)
+		for _, spec := range job.Specs() {
+			if spec.Preview != nil && spec.Preview(v) {
+				o.PreviewURL, o.Kind = v.URL, string(spec.Kind)
+			}
 		}
 	}
 	return o

@@ -20,6 +20,7 @@ import (
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/job"
 )
 
 // The real-world corpus: files other projects ship as test data (Go's image packages with PngSuite,
@@ -304,7 +305,7 @@ func TestRealWorldCorpus(t *testing.T) {
 	t.Run("worker", func(t *testing.T) {
 		// clamd on its unix socket, as scripts/run.sh sets it up: every file is scanned in place (FILDES).
 		w = startWorld(t, app.StorageNATS, clamd, func(c *app.Config) {
-			c.MaxImageJobs, c.MaxVideoJobs = 2, 1
+			c.PerLane[job.Image].Slots, c.PerLane[job.Video].Slots = 2, 1
 			c.Scanner.Addr = clamd.SocketAddr
 		})
 		start := time.Now()

@@ -20,6 +20,7 @@ import (
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/objstore"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -80,7 +81,7 @@ func startWorld(t *testing.T, storage string, clamd *testenv.Clamd, tweak func(*
 	cfg.Scanner.Addr = clamd.Addr
 	cfg.Pipeline.TmpDir = t.TempDir()
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
+	cfg.PerLane[job.Image].Slots, cfg.PerLane[job.Video].Slots = 2, 1
 	cfg.Worker.BackoffBase = 200 * time.Millisecond
 	cfg.Worker.DrainTimeout = 20 * time.Second
 	var s3 *testenv.VersityGW

@@ -30,6 +30,7 @@ import (
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -405,7 +406,7 @@ func TestHostileWorkerProcess(t *testing.T) {
 		cfg.Pipeline.MaxInputBytes = s.MaxInputBytes
 	}
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
+	cfg.PerLane[job.Image].Slots, cfg.PerLane[job.Video].Slots = 2, 1
 	cfg.Worker.BackoffBase = 200 * time.Millisecond
 	cfg.Worker.DrainTimeout = 20 * time.Second
 

@@ -11,6 +11,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/ingest"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/notification"
@@ -35,7 +36,7 @@ func TestIngestMinIOEvents(t *testing.T) {
 	cfg.Scanner.Addr = clamd.Addr
 	cfg.Pipeline.TmpDir = t.TempDir()
 	cfg.HTTPAddr = ""
-	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
+	cfg.PerLane[job.Image].Slots, cfg.PerLane[job.Video].Slots = 2, 1
 	cfg.Ingest = ingest.Config{Enabled: true, Routes: "media/uploads/", Subjects: topic}
 
 	w := &world{t: t, cfg: cfg, subj: contracts.SubjectsFor(cfg.Streams.App), bucket: "media",

@@ -16,6 +16,7 @@ import (
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/ingest"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -35,7 +36,7 @@ func TestIngestNATSObjectPut(t *testing.T) {
 	cfg.Scanner.Addr = clamd.Addr
 	cfg.Pipeline.TmpDir = t.TempDir()
 	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.MaxImageJobs, cfg.MaxVideoJobs = 2, 1
+	cfg.PerLane[job.Image].Slots, cfg.PerLane[job.Video].Slots = 2, 1
 	cfg.Ingest = ingest.Config{Enabled: true, Routes: "media/uploads/"}
 	a := runApp(t, cfg, zerolog.InfoLevel)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // The safety net for a delivery that died with its worker. A worker settles the last allowed delivery
@@ -72,19 +73,28 @@ type maxDeliveriesAdvisory struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-// runAdvisories handles advisories until ctx ends. Every instance runs it; the shared durable hands
-// each advisory to one of them.
-func (w *Worker) runAdvisories(ctx context.Context) {
-	cons, err := w.js.Consumer(ctx, w.cfg.AdvisoryStream(), w.cfg.advisoryDurable())
+// advisories finish the requests whose worker died on their last delivery, from the max-deliveries
+// advisories captured in the advisory stream.
+type advisories struct {
+	s       *settler
+	backlog *backlog
+	wait    time.Duration // WorkerConfig.PullWait
+	log     zerolog.Logger
+}
+
+// run handles advisories until ctx ends. Every instance runs it; the shared durable
+// hands each advisory to one of them.
+func (a *advisories) run(ctx context.Context) {
+	cons, err := a.s.js.Consumer(ctx, a.s.cfg.AdvisoryStream(), a.s.cfg.advisoryDurable())
 	if err != nil {
-		w.log.Warn().Err(err).Msg("no max-deliveries advisory consumer (provision the streams at start, or run `mediaworker streams apply`); requests whose worker died on their last delivery will stay in the work queue")
+		a.log.Warn().Err(err).Msg("no max-deliveries advisory consumer (provision the streams at start, or run `mediaworker streams apply`); requests whose worker died on their last delivery will stay in the work queue")
 		return
 	}
 	for ctx.Err() == nil {
-		msg, err := w.next(ctx, cons)
+		msg, err := nextMsg(ctx, cons, a.wait)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				w.log.Warn().Err(err).Msg("pulling an advisory failed; retrying")
+				a.log.Warn().Err(err).Msg("pulling an advisory failed; retrying")
 				sleepCtx(ctx, time.Second)
 			}
 			continue
@@ -94,15 +104,15 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 			attempt = meta.NumDelivered
 			last = attempt >= advisoryAttempts
 		}
-		if err := w.handleAdvisory(ctx, msg, last); err != nil {
+		if err := a.handle(ctx, msg, last); err != nil {
 			if last {
-				w.log.Error().Err(err).Str("advisory", string(msg.Data())).Msg("handling a max-deliveries advisory failed on its last attempt; dropping it")
+				a.log.Error().Err(err).Str("advisory", string(msg.Data())).Msg("handling a max-deliveries advisory failed on its last attempt; dropping it")
 				settleMsg(msg, actTerm, 0)
 				continue
 			}
 			// The jobs' own backoff: ten attempts span the same ≥ 10 minutes an outage may last.
-			delay := w.backoff(attempt)
-			w.log.Warn().Err(err).Dur("retry_in", delay).Msg("handling a max-deliveries advisory failed; will retry")
+			delay := a.s.wcfg.backoff(attempt)
+			a.log.Warn().Err(err).Dur("retry_in", delay).Msg("handling a max-deliveries advisory failed; will retry")
 			settleMsg(msg, actNak, delay)
 			continue
 		}
@@ -114,19 +124,19 @@ func (w *Worker) runAdvisories(ctx context.Context) {
 // after this many tries is logged and dropped, never retried without end.
 const advisoryAttempts = 10
 
-// handleAdvisory gives up on the message the advisory names, through the same settlement as the retry
+// handle gives up on the message the advisory names, through the same settlement as the retry
 // path: the API is answered, the request copied to the DLQ, the message removed from the work queue.
 // On the last attempt a failing DLQ copy is logged and skipped, so the message does not stay for ever.
-func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last bool) error {
+func (a *advisories) handle(ctx context.Context, msg jetstream.Msg, last bool) error {
 	var adv maxDeliveriesAdvisory
 	if err := json.Unmarshal(msg.Data(), &adv); err != nil || adv.StreamSeq == 0 {
-		w.log.Warn().Str("advisory", string(msg.Data())).Msg("ignoring an advisory without a stream sequence")
+		a.log.Warn().Str("advisory", string(msg.Data())).Msg("ignoring an advisory without a stream sequence")
 		return nil
 	}
 	// A plain request has no deadline of its own (the JetStream calls add one): an unanswered one
 	// during a leader election must not stall this loop until shutdown.
-	gctx, cancel := context.WithTimeout(ctx, w.wcfg.PublishTimeout)
-	orig, err := LeaderGetMsg(gctx, w.js.Conn(), w.cfg.RequestsStream(), adv.StreamSeq)
+	gctx, cancel := context.WithTimeout(ctx, a.s.wcfg.PublishTimeout)
+	orig, err := LeaderGetMsg(gctx, a.s.js.Conn(), a.s.cfg.RequestsStream(), adv.StreamSeq)
 	cancel()
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil // settled after all (or already moved by another instance)
@@ -137,16 +147,16 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	// The rescue (rescue.go) may have found the same message: one of the two settles it, by the same
 	// claim. One under way elsewhere makes this attempt wait (the advisory is retried, and finds the
 	// message gone once the rescue removed it); a rescue that stored its copy leaves only the removal.
-	claim, err := w.claimRescue(ctx, adv.StreamSeq)
+	claim, err := a.s.claims.claim(ctx, adv.StreamSeq)
 	if err != nil {
 		return err
 	}
 	if claim == "" {
 		return fmt.Errorf("a rescue of message %d is under way", adv.StreamSeq)
 	}
-	d := storedDelivery(w.cfg.laneOf(orig.Subject), orig.Data, orig.Header, adv.StreamSeq, orig.Time, adv.Deliveries, nil)
+	d := storedDelivery(a.s.cfg.laneOf(orig.Subject), orig.Data, orig.Header, adv.StreamSeq, orig.Time, adv.Deliveries, nil)
 	if claim == claimRequeued {
-		return w.apply(ctx, d, plan{then: actRemove}, w.log)
+		return a.s.apply(ctx, d, plan{then: actRemove}, a.log)
 	}
 	d.lastChance = last
 	req, perr := contracts.ParseRequest(orig.Data)
@@ -155,29 +165,29 @@ func (w *Worker) handleAdvisory(ctx context.Context, msg jetstream.Msg, last boo
 	}
 	// Its last delivery may have settled it and only the ack got lost: then it is answered (or routed)
 	// already, and giving up now would send a second, opposite answer. Remove it and stop.
-	state, ob, err := w.done.recall(ctx, d.reqSeq)
+	state, ob, err := a.s.done.recall(ctx, d.reqSeq)
 	if err != nil {
 		return fmt.Errorf("reading the settled-requests memory for %d: %w", d.reqSeq, err)
 	}
 	if state == settledPublishing {
-		w.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose settlement was interrupted; finishing it")
-		return w.finish(ctx, d, ob, w.log.With().Uint64("seq", d.reqSeq).Logger())
+		a.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose settlement was interrupted; finishing it")
+		return a.s.finish(ctx, d, ob, a.log.With().Uint64("seq", d.reqSeq).Logger())
 	}
 	if state == settledFinal || d.lane == job.Triage && state == settledRouted {
-		w.log.Info().Uint64("seq", d.reqSeq).Str("settled", state).Msg("max-deliveries advisory for a request settled already; removing it")
-		return w.apply(ctx, d, plan{then: actRemove}, w.log)
+		a.log.Info().Uint64("seq", d.reqSeq).Str("settled", state).Msg("max-deliveries advisory for a request settled already; removing it")
+		return a.s.apply(ctx, d, plan{then: actRemove}, a.log)
 	}
 	// Triage may have routed it and died before recording "routed": its lane copy is on its way, and
 	// giving up here would answer the request twice (the rescue asks the same).
-	if moved, err := w.movedOn(ctx, d); err != nil {
+	if moved, err := a.backlog.movedOn(ctx, d); err != nil {
 		return err
 	} else if moved {
-		w.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose copy is on its way; removing it")
-		return w.apply(ctx, d, plan{then: actRemove}, w.log)
+		a.log.Info().Uint64("seq", d.reqSeq).Msg("max-deliveries advisory for a request whose copy is on its way; removing it")
+		return a.s.apply(ctx, d, plan{then: actRemove}, a.log)
 	}
-	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, w.cfg.MaxDeliver)
-	log := w.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
-	return w.settle(ctx, d, w.gaveUpAfter(d.req, d.lane, adv.Deliveries, cause), log)
+	cause := fmt.Errorf("the worker handling delivery %d of %d stopped answering (crashed or cut off)", adv.Deliveries, a.s.cfg.MaxDeliver)
+	log := a.log.With().Str("lane", laneName(d.lane)).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
+	return a.s.settle(ctx, d, a.s.rules.gaveUpAfter(d.req, d.lane, adv.Deliveries, cause), facts{}, log)
 }
 
 // LeaderGetMsg fetches a message by sequence from the stream's leader; a removed one is

@@ -52,8 +52,9 @@ func copyHeaders(to, from nats.Header) {
 // deadLetterMsg is the DLQ copy of a delivery's request, with headers saying why, and its Nats-Msg-Id.
 // The payload is unchanged; of its headers only the allow-list (copyHeaders) comes along. The id is
 // derived from the request, so a second attempt (the advisory path after the worker's) is dropped.
-func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.Msg, string) {
-	m := nats.NewMsg(w.cfg.Subjects().DLQ)
+// f gives the time it is dead-lettered at and the server's limit on its size.
+func (r rules) deadLetterMsg(d *delivery, reason string, cause error, f facts) (*nats.Msg, string) {
+	m := nats.NewMsg(r.cfg.Subjects().DLQ)
 	m.Data = d.data
 	copyHeaders(m.Header, d.header)
 	m.Header.Del(HeaderRequestSeq) // a lane's bookkeeping; Mw-Stream-Seq says the same
@@ -61,20 +62,20 @@ func (w *Worker) deadLetterMsg(d *delivery, reason string, cause error) (*nats.M
 	if cause != nil {
 		// The operator's copy: the whole chain (endpoints, scratch paths, a tool's words), which the
 		// response never carries; on one line, as a header value must be.
-		m.Header.Set(HeaderLastError, clipReason(strings.Join(strings.Fields(w.wcfg.Words.Detail(cause)), " ")))
+		m.Header.Set(HeaderLastError, clipReason(strings.Join(strings.Fields(r.words.Detail(cause)), " ")))
 	}
 	m.Header.Set(HeaderDeliveries, strconv.FormatUint(d.deliveries, 10))
-	m.Header.Set(HeaderStream, w.cfg.RequestsStream())
-	consumer := w.cfg.Durable
+	m.Header.Set(HeaderStream, r.cfg.RequestsStream())
+	consumer := r.cfg.Durable
 	if d.lane != job.Triage {
-		consumer = w.cfg.LaneDurable(d.lane)
+		consumer = r.cfg.LaneDurable(d.lane)
 	}
 	m.Header.Set(HeaderConsumer, consumer)
 	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(d.reqSeq, 10))
 	if !d.published.IsZero() {
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
 	}
-	m.Header.Set(HeaderDeadAt, time.Now().UTC().Format(time.RFC3339Nano))
-	w.fitDeadLetter(m)
-	return m, fmt.Sprintf("dlq/%s/%d", w.cfg.RequestsStream(), d.reqSeq)
+	m.Header.Set(HeaderDeadAt, f.now.UTC().Format(time.RFC3339Nano))
+	fitDeadLetter(m, f.maxPayload)
+	return m, fmt.Sprintf("dlq/%s/%d", r.cfg.RequestsStream(), d.reqSeq)
 }

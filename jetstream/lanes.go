@@ -32,8 +32,9 @@ import (
 // Triage runs in every instance (it is cheap: a stat and an 8 KiB read), so a site whose instances
 // serve disjoint lanes still triages every request.
 
-// Lanes are the kinds of work, each with its own subject, durable and pool of slots.
-var Lanes = []job.Kind{job.Image, job.Video}
+// Lanes are the kinds of work, each with its own subject, durable and pool of slots: the registered
+// kinds (package job's registry), in their order.
+var Lanes = job.Kinds()
 
 // ParseLanes reads a --lanes value: a comma-separated subset of the lanes ("" or "all": every lane).
 func ParseLanes(s string) ([]job.Kind, error) {
@@ -44,13 +45,22 @@ func ParseLanes(s string) ([]job.Kind, error) {
 	for _, f := range strings.Split(s, ",") {
 		l := job.Kind(strings.TrimSpace(f))
 		if !slices.Contains(Lanes, l) {
-			return nil, fmt.Errorf("unknown lane %q: lanes are image and video (e.g. \"image,video\")", f)
+			return nil, fmt.Errorf("unknown lane %q: lanes are %s (e.g. %q)", f, job.KindsInWords(), AllLanes())
 		}
 		if !slices.Contains(out, l) {
 			out = append(out, l)
 		}
 	}
 	return out, nil
+}
+
+// AllLanes is the --lanes value that names every lane: "image,video".
+func AllLanes() string {
+	names := make([]string, len(Lanes))
+	for i, l := range Lanes {
+		names[i] = string(l)
+	}
+	return strings.Join(names, ",")
 }
 
 // WorkSubject is the subject triage routes lane's requests to.
@@ -69,21 +79,25 @@ type LaneLimits struct {
 	MaxAckPending int
 }
 
+// defaultLaneLimits are every registered kind's lane defaults (job.Spec.Lane).
+func defaultLaneLimits() map[job.Kind]*LaneLimits {
+	out := map[job.Kind]*LaneLimits{}
+	for _, s := range job.Specs() {
+		out[s.Kind] = &LaneLimits{AckWait: s.Lane.AckWait, MaxAckPending: s.Lane.MaxAckPending}
+	}
+	return out
+}
+
 // ownLimits are lane's settings as configured (zero: unset).
 func (c Config) ownLimits(lane job.Kind) LaneLimits {
-	if lane == job.Video {
-		return c.VideoLane
+	if l := c.Lanes[lane]; l != nil {
+		return *l
 	}
-	return c.ImageLane
+	return LaneLimits{}
 }
 
 // laneField names the Config field of lane's own settings, for errors.
-func laneField(lane job.Kind) string {
-	if lane == job.Video {
-		return "VideoLane"
-	}
-	return "ImageLane"
-}
+func laneField(lane job.Kind) string { return "Lanes[" + string(lane) + "]" }
 
 // laneLimits are lane's settings in effect: its own, else the shared ones.
 func (c Config) laneLimits(lane job.Kind) LaneLimits {
@@ -155,4 +169,14 @@ func (c Config) overflowSubject(lane job.Kind, reqSeq uint64) string {
 // laneSubjects are the subjects lane's consumer reads: its work subject and the overflow under it.
 func (c Config) laneSubjects(lane job.Kind) []string {
 	return []string{c.WorkSubject(lane), c.WorkSubject(lane) + ".*"}
+}
+
+// DefaultSlots are every lane's default slots on a machine of cores CPUs (job.Spec.Lane.Slots);
+// DefaultWorkerConfig's are a small machine's (2 cores).
+func DefaultSlots(cores int) map[job.Kind]int {
+	out := map[job.Kind]int{}
+	for _, s := range job.Specs() {
+		out[s.Kind] = s.Lane.Slots(cores)
+	}
+	return out
 }

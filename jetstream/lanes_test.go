@@ -259,8 +259,8 @@ func TestFullLaneNeitherDeadLettersNorHoldsTriage(t *testing.T) {
 func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
 	r := newRig(t, func(c *natsjs.Config, _ *natsjs.WorkerConfig) {
 		c.AckWait, c.MaxAckPending = 30*time.Second, 64
-		c.ImageLane = natsjs.LaneLimits{AckWait: 2 * time.Second}
-		c.VideoLane = natsjs.LaneLimits{MaxAckPending: 3}
+		c.Lanes[pipeline.Image] = &natsjs.LaneLimits{AckWait: 2 * time.Second}
+		c.Lanes[pipeline.Video] = &natsjs.LaneLimits{MaxAckPending: 3}
 	}, func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome {
 		select {
 		case <-time.After(4 * time.Second):
@@ -287,10 +287,10 @@ func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
 	}
 
 	bad := r.cfg
-	bad.VideoLane.MaxAckPending, bad.ImageLane.AckWait = -1, 500*time.Millisecond
+	bad.Lanes[pipeline.Video].MaxAckPending, bad.Lanes[pipeline.Image].AckWait = -1, 500*time.Millisecond
 	err := bad.Validate()
-	if err == nil || !strings.Contains(err.Error(), "Config.VideoLane.MaxAckPending") || !strings.Contains(err.Error(), "Config.ImageLane.AckWait") {
-		t.Fatalf("bad lane limits: %v; want errors naming Config.VideoLane.MaxAckPending and Config.ImageLane.AckWait", err)
+	if err == nil || !strings.Contains(err.Error(), "Config.Lanes[video].MaxAckPending") || !strings.Contains(err.Error(), "Config.Lanes[image].AckWait") {
+		t.Fatalf("bad lane limits: %v; want errors naming Config.Lanes[video].MaxAckPending and Config.Lanes[image].AckWait", err)
 	}
 }
 

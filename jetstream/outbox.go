@@ -36,8 +36,8 @@ type outboxEvent struct {
 	ID      string      `json:"id"` // its Nats-Msg-Id
 }
 
-func newOutbox(evs []event, term string) outbox {
-	ob := outbox{At: time.Now().UTC(), Term: term}
+func newOutbox(evs []event, term string, now time.Time) outbox {
+	ob := outbox{At: now.UTC(), Term: term}
 	for _, e := range evs {
 		ob.Events = append(ob.Events, outboxEvent{Subject: e.msg.Subject, Header: e.msg.Header, Data: e.msg.Data, ID: e.id})
 	}
@@ -62,13 +62,13 @@ const (
 
 // finish completes a settlement that an earlier delivery began and did not end: the events it owed
 // that their streams do not hold yet, then the end it recorded.
-func (w *Worker) finish(ctx context.Context, d *delivery, ob *outbox, log zerolog.Logger) error {
-	p := plan{remember: settledFinal, then: actAck, failDelay: w.backoff(d.deliveries)}
+func (s *settler) finish(ctx context.Context, d *delivery, ob *outbox, log zerolog.Logger) error {
+	p := plan{remember: settledFinal, then: actAck, failDelay: s.wcfg.backoff(d.deliveries)}
 	if ob.Term != "" {
 		p.then, p.reason = actTerm, ob.Term
 	}
 	for _, ev := range ob.Events {
-		stored, err := w.stored(ctx, ev, ob.At)
+		stored, err := s.stored(ctx, ev, ob.At)
 		if err != nil {
 			return err
 		}
@@ -77,26 +77,26 @@ func (w *Worker) finish(ctx context.Context, d *delivery, ob *outbox, log zerolo
 			p.events = append(p.events, event{msg: ev.msg(), id: ev.ID})
 		}
 	}
-	return w.apply(ctx, d, p, log)
+	return s.apply(ctx, d, p, log)
 }
 
 // stored says whether ev's stream holds it: a message on its subject with its Nats-Msg-Id, stored after
 // the outbox was recorded. The streams' duplicate window cannot tell once it has passed, so the stream
 // is read, headers only, from then on.
-func (w *Worker) stored(ctx context.Context, ev outboxEvent, since time.Time) (bool, error) {
+func (s *settler) stored(ctx context.Context, ev outboxEvent, since time.Time) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, outboxSearchTime)
 	defer cancel()
-	name := w.cfg.streamOf(ev.Subject)
-	s, err := w.js.Stream(ctx, name)
+	name := s.cfg.streamOf(ev.Subject)
+	stream, err := s.js.Stream(ctx, name)
 	if err != nil {
 		return false, fmt.Errorf("opening stream %s: %w", name, err)
 	}
 	from := since.Add(-outboxClockSlack)
-	last := s.CachedInfo().State
+	last := stream.CachedInfo().State
 	if last.Msgs == 0 || last.LastTime.Before(from) {
 		return false, nil
 	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ev.Subject},
+	c, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ev.Subject},
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from, HeadersOnly: true})
 	if err != nil {
 		return false, fmt.Errorf("reading stream %s: %w", name, err)
@@ -132,10 +132,10 @@ func (w *Worker) stored(ctx context.Context, ev outboxEvent, since time.Time) (b
 
 // recordOutbox records what an ending settlement is about to publish. Like the final record, it is a
 // guard, not a dependency: when it cannot be written, the settlement goes on without it.
-func (w *Worker) recordOutbox(ctx context.Context, d *delivery, ob outbox, log zerolog.Logger) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.wcfg.PublishTimeout)
+func (s *settler) recordOutbox(ctx context.Context, d *delivery, ob outbox, log zerolog.Logger) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wcfg.PublishTimeout)
 	defer cancel()
-	if err := w.done.rememberOutbox(rctx, d.reqSeq, ob); err != nil {
+	if err := s.done.rememberOutbox(rctx, d.reqSeq, ob); err != nil {
 		log.Warn().Err(err).Msg("recording the outcome before publishing it failed; publishing it anyway")
 	}
 }

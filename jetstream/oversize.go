@@ -22,10 +22,9 @@ const headerAllowance = 8 << 10
 // HeaderPayloadTruncated on a dead letter says its payload was cut to fit and how long it was.
 const HeaderPayloadTruncated = "Mw-Payload-Truncated"
 
-// fitOutcome replaces an outcome whose answer would not fit with a short failure (job.Unpublishable).
-// It reports whether it did.
-func (w *Worker) fitOutcome(d *delivery, out *job.Outcome, evs []event) bool {
-	limit := w.maxPayload()
+// fitOutcome replaces an outcome whose answer would not fit limit (the server's max payload) with a
+// short failure (job.Unpublishable). It reports whether it did.
+func fitOutcome(d *delivery, out *job.Outcome, evs []event, limit int) bool {
 	for _, ev := range evs {
 		if ev.deadLetter || out.Kind == job.Route || len(ev.msg.Data)+headerAllowance <= limit {
 			continue
@@ -38,8 +37,8 @@ func (w *Worker) fitOutcome(d *delivery, out *job.Outcome, evs []event) bool {
 
 // fitDeadLetter cuts a dead letter's payload so the copy fits; the header says how long it was. The
 // operator still sees the request's start, why it died and where it came from.
-func (w *Worker) fitDeadLetter(m *nats.Msg) {
-	limit := w.maxPayload() - headerAllowance
+func fitDeadLetter(m *nats.Msg, serverMax int) {
+	limit := serverMax - headerAllowance
 	if len(m.Data) <= limit || limit <= 0 {
 		return
 	}
@@ -48,8 +47,8 @@ func (w *Worker) fitDeadLetter(m *nats.Msg) {
 }
 
 // maxPayload is the connected server's limit (nats.go reports 0 before the first INFO).
-func (w *Worker) maxPayload() int {
-	if n := int(w.js.Conn().MaxPayload()); n > 0 {
+func maxPayload(nc *nats.Conn) int {
+	if n := int(nc.MaxPayload()); n > 0 {
 		return n
 	}
 	return 1 << 20 // the server's default

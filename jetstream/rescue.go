@@ -3,17 +3,16 @@ package jetstream
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 )
 
 // Stranded work (issue 25). A work-queue message is stranded when it is still stored but its consumer
@@ -86,11 +85,13 @@ const (
 // HeaderRescued marks a copy stored by a rescue; a copy stranded again is given up, not retried.
 const HeaderRescued = "Mw-Rescued"
 
-// Rescue claim states, the values of rescue.<seq> in the settled-requests bucket.
-const (
-	claimHeld     = "held"     // an instance is rescuing it
-	claimRequeued = "requeued" // the copy is stored; only the removal of the stranded one is left
-)
+// rescuer finds stranded messages and settles each once, through the same settlement as the rest.
+type rescuer struct {
+	s       *settler
+	backlog *backlog
+	every   time.Duration // WorkerConfig.RescueEvery
+	log     zerolog.Logger
+}
 
 // stranded is one message of the requests stream that its consumer will not deliver again.
 type stranded struct {
@@ -98,10 +99,10 @@ type stranded struct {
 	seq  uint64
 }
 
-// runRescue looks for stranded messages at start-up and every RescueEvery until ctx ends; a message
+// run looks for stranded messages at start-up and every RescueEvery until ctx ends; a message
 // found is rescued when a second look, rescueConfirmAfter later, still finds it.
-func (w *Worker) runRescue(ctx context.Context) {
-	every := w.wcfg.RescueEvery
+func (r *rescuer) run(ctx context.Context) {
+	every := r.every
 	if every <= 0 {
 		every = defaultRescueEvery
 	}
@@ -111,7 +112,7 @@ func (w *Worker) runRescue(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		suspects = w.rescueRound(ctx, suspects)
+		suspects = r.round(ctx, suspects)
 		wait = every
 		if len(suspects) > 0 {
 			wait = min(wait, rescueConfirmAfter)
@@ -119,13 +120,13 @@ func (w *Worker) runRescue(ctx context.Context) {
 	}
 }
 
-// rescueRound looks once and rescues what was found stranded on an earlier look too. It returns the
+// round looks once and rescues what was found stranded on an earlier look too. It returns the
 // suspects still to be confirmed (or retried), with when each was first seen.
-func (w *Worker) rescueRound(ctx context.Context, suspects map[uint64]time.Time) map[uint64]time.Time {
-	found, err := w.findStranded(ctx)
+func (r *rescuer) round(ctx context.Context, suspects map[uint64]time.Time) map[uint64]time.Time {
+	found, err := r.backlog.findStranded(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn().Err(err).Msg("looking for stranded work failed; looking again later")
+			r.log.Warn().Err(err).Msg("looking for stranded work failed; looking again later")
 		}
 		return suspects
 	}
@@ -142,121 +143,37 @@ func (w *Worker) rescueRound(ctx context.Context, suspects map[uint64]time.Time)
 			continue
 		}
 		if advised == nil {
-			advised = w.advisedSeqs(ctx)
+			advised = r.backlog.advisedSeqs(ctx)
 		}
 		if advised[s.seq] {
 			continue // the advisory path gives it up
 		}
-		if err := w.rescue(ctx, s); err != nil {
+		if err := r.rescue(ctx, s); err != nil {
 			if ctx.Err() != nil {
 				return next
 			}
-			w.log.Warn().Err(err).Str("lane", laneName(s.lane)).Uint64("stream_seq", s.seq).Msg("rescuing a stranded message failed; trying again later")
+			r.log.Warn().Err(err).Str("lane", laneName(s.lane)).Uint64("stream_seq", s.seq).Msg("rescuing a stranded message failed; trying again later")
 			next[s.seq] = first
 		}
 	}
 	return next
 }
 
-// findStranded lists the stored messages that triage's or a lane's consumer will not deliver again.
-func (w *Worker) findStranded(ctx context.Context) ([]stranded, error) {
-	stream, err := w.js.Stream(ctx, w.cfg.RequestsStream())
-	if err != nil {
-		return nil, fmt.Errorf("opening the requests stream: %w", err)
-	}
-	var out []stranded
-	for _, lane := range append([]job.Kind{job.Triage}, Lanes...) {
-		durable, subjects := w.cfg.Durable, []string{w.cfg.Subjects().Request}
-		if lane != job.Triage {
-			durable, subjects = w.cfg.LaneDurable(lane), w.cfg.laneSubjects(lane)
-		}
-		cons, err := stream.Consumer(ctx, durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			continue // not provisioned: nothing delivered, nothing stranded
-		}
-		if err != nil {
-			return nil, fmt.Errorf("looking up consumer %s: %w", durable, err)
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("reading consumer %s: %w", durable, err)
-		}
-		limit := info.AckFloor.Stream
-		if info.NumAckPending == 0 {
-			limit = info.Delivered.Stream
-		}
-		for _, subject := range subjects {
-			err = scanSubject(ctx, stream, subject, 1, func(m *jetstream.RawStreamMsg) bool {
-				if m.Sequence > limit {
-					return false
-				}
-				out = append(out, stranded{lane: lane, seq: m.Sequence})
-				return true
-			})
-			if err != nil && !errors.Is(err, errScanLimit) { // the first so many now, the rest once they are gone
-				return nil, err
-			}
-		}
-	}
-	return out, nil
-}
-
-// errScanLimit says a scan read rescueScanLimit messages without reaching its end.
-var errScanLimit = errors.New("too many messages to read in one go")
-
-// scanSubject calls fn for the stored messages on subject from sequence from on, in order, until fn
-// returns false, the subject has no more, or rescueScanLimit were read (errScanLimit).
-func scanSubject(ctx context.Context, stream jetstream.Stream, subject string, from uint64, fn func(*jetstream.RawStreamMsg) bool) error {
-	for range rescueScanLimit {
-		m, err := stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s from %d: %w", subject, from, err)
-		}
-		if !fn(m) {
-			return nil
-		}
-		from = m.Sequence + 1
-	}
-	return fmt.Errorf("reading %s: %w", subject, errScanLimit)
-}
-
-// advisedSeqs are the requests-stream sequences that max-deliveries advisories waiting in
-// APP_MEDIA_ADVISORIES name: the advisory path owns them. A failure to read says nothing is owned;
-// the paths end in the same single outcome anyway (settled-requests memory, Nats-Msg-Id).
-func (w *Worker) advisedSeqs(ctx context.Context) map[uint64]bool {
-	owned := map[uint64]bool{}
-	stream, err := w.js.Stream(ctx, w.cfg.AdvisoryStream())
-	if err != nil {
-		return owned
-	}
-	_ = scanSubject(ctx, stream, ">", 1, func(m *jetstream.RawStreamMsg) bool {
-		var adv maxDeliveriesAdvisory
-		if json.Unmarshal(m.Data, &adv) == nil && adv.Stream == w.cfg.RequestsStream() {
-			owned[adv.StreamSeq] = true
-		}
-		return true
-	})
-	return owned
-}
-
 // rescue settles one stranded message, once across instances. A rescue that fails gives its claim back,
 // so the next round (here or elsewhere) starts over: the settled-requests memory and the claim's
 // "requeued" say how far it got.
-func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
-	claim, err := w.claimRescue(ctx, s.seq)
+func (r *rescuer) rescue(ctx context.Context, s stranded) (err error) {
+	claim, err := r.s.claims.claim(ctx, s.seq)
 	if err != nil || claim == "" {
 		return err
 	}
 	defer func() {
 		if err != nil && claim == claimHeld {
-			w.releaseRescue(s.seq)
+			r.s.claims.release(s.seq, r.s.wcfg.PublishTimeout)
 		}
 	}()
-	gctx, cancel := context.WithTimeout(ctx, w.wcfg.PublishTimeout)
-	orig, err := LeaderGetMsg(gctx, w.js.Conn(), w.cfg.RequestsStream(), s.seq)
+	gctx, cancel := context.WithTimeout(ctx, r.s.wcfg.PublishTimeout)
+	orig, err := LeaderGetMsg(gctx, r.s.js.Conn(), r.s.cfg.RequestsStream(), s.seq)
 	cancel()
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil // settled after all, or rescued by another instance
@@ -268,44 +185,42 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 	if req, perr := contracts.ParseRequest(orig.Data); perr == nil || contracts.Correlatable(perr) {
 		d.req = req
 	}
-	log := w.log.With().Str("lane", laneName(s.lane)).Uint64("stream_seq", s.seq).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
+	log := r.log.With().Str("lane", laneName(s.lane)).Uint64("stream_seq", s.seq).Uint64("seq", d.reqSeq).Str("mediaId", d.req.MediaID).Logger()
 	done := func(action, what string) error {
 		log.Warn().Str("action", action).Msg("a stranded message (its consumer would not deliver it again): " + what)
-		if w.obs != nil {
-			w.obs.Rescued(s.lane, action)
-		}
+		r.s.tally.rescued(s.lane, action)
 		return nil
 	}
 	if claim == claimRequeued {
-		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
+		if err := r.s.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
 		return done("retried", "finished handing it back (its copy was stored earlier)")
 	}
 
 	// How far did the request go? As on the advisory path: never a second, opposite answer.
-	state, ob, err := w.done.recall(ctx, d.reqSeq)
+	state, ob, err := r.s.done.recall(ctx, d.reqSeq)
 	if err != nil {
 		return fmt.Errorf("reading the settled-requests memory for %d: %w", d.reqSeq, err)
 	}
 	switch {
 	case state == settledPublishing:
-		if err := w.finish(ctx, d, ob, log); err != nil {
+		if err := r.s.finish(ctx, d, ob, log); err != nil {
 			return err
 		}
 		return done("finished", "finished its interrupted settlement")
 	case state == settledFinal || d.lane == job.Triage && state == settledRouted:
-		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
+		if err := r.s.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
 		return done("removed", "removed it: its request was settled already")
 	}
-	moved, err := w.movedOn(ctx, d)
+	moved, err := r.backlog.movedOn(ctx, d)
 	if err != nil {
 		return err
 	}
 	if moved {
-		if err := w.apply(ctx, d, plan{then: actRemove}, log); err != nil {
+		if err := r.s.apply(ctx, d, plan{then: actRemove}, log); err != nil {
 			return err
 		}
 		return done("removed", "removed it: a later copy of its request is on its way")
@@ -314,145 +229,42 @@ func (w *Worker) rescue(ctx context.Context, s stranded) (err error) {
 	// A lane message is handed back as a copy in its lane. A request on the request subject is not:
 	// the worker may not publish requests (deploy/nats/accounts.conf), and what a request's headers
 	// say is the API's; it is given up, answered and dead-lettered, for an operator's replay.
-	if d.lane != job.Triage && w.cfg.MaxDeliver > 1 && orig.Header.Get(HeaderRescued) == "" {
-		if err := w.requeue(ctx, d, orig); err != nil {
+	if d.lane != job.Triage && r.s.cfg.MaxDeliver > 1 && orig.Header.Get(HeaderRescued) == "" {
+		if err := r.requeue(ctx, d, orig); err != nil {
 			return err
 		}
 		return done("retried", "handed it back as a new message")
 	}
-	d.deliveries = uint64(w.cfg.MaxDeliver)
+	d.deliveries = uint64(r.s.cfg.MaxDeliver)
 	cause := errors.New("the request was stranded in the work queue: its consumer's state lost it in a crash and would never deliver it again")
-	if err := w.settle(ctx, d, w.gaveUpAfter(d.req, d.lane, d.deliveries, cause), log); err != nil {
+	if err := r.s.settle(ctx, d, r.s.rules.gaveUpAfter(d.req, d.lane, d.deliveries, cause), facts{}, log); err != nil {
 		return err
 	}
 	return done("gave_up", "gave it up (response and dead letter)")
 }
 
-// movedOn reports whether a later copy of d's request is stored in a lane: triage routed it (its
-// lane copy, or its copy past a full lane's cap, is on its way), a lane re-routed it to the other lane,
-// or an earlier rescue stored its copy. Then d is done with and answering it would answer the request
-// twice. Only lane subjects are read, whose messages only the worker writes: what a request on the
-// request subject carries says nothing (the API chooses it). A backlog too long to read in one go is
-// taken as no copy, as before this check existed (the settled-requests memory still guards).
-func (w *Worker) movedOn(ctx context.Context, d *delivery) (bool, error) {
-	stream, err := w.js.Stream(ctx, w.cfg.RequestsStream())
-	if err != nil {
-		return false, fmt.Errorf("opening the requests stream: %w", err)
-	}
-	want := strconv.FormatUint(d.reqSeq, 10)
-	for _, l := range Lanes {
-		// Its copy past a full lane's cap: an exact subject.
-		_, err := stream.GetMsg(ctx, d.seq+1, jetstream.WithGetMsgSubject(w.cfg.overflowSubject(l, d.reqSeq)))
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, fmt.Errorf("looking for a later copy of request %d: %w", d.reqSeq, err)
-		}
-		for _, subject := range w.cfg.laneSubjects(l) {
-			found := false
-			err := scanSubject(ctx, stream, subject, d.seq+1, func(m *jetstream.RawStreamMsg) bool {
-				found = m.Header.Get(HeaderRequestSeq) == want
-				return !found
-			})
-			if errors.Is(err, errScanLimit) {
-				w.log.Warn().Uint64("seq", d.reqSeq).Str("subject", subject).Msg("too long a backlog to look for a later copy of the request; taking it as none")
-				continue
-			}
-			if err != nil {
-				return false, fmt.Errorf("looking for a later copy of request %d: %w", d.reqSeq, err)
-			}
-			if found {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
-}
-
 // requeueID is the Nats-Msg-Id of a stranded lane message's copy: like routeID, it ends in a digest of
 // when the server stored the stranded message, so no publisher can claim it in advance as a request's
 // id in the duplicate window the requests stream shares.
-func (w *Worker) requeueID(seq uint64, stored time.Time) string {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("rescue/%s/%d/%d", w.cfg.RequestsStream(), seq, stored.UnixNano())))
-	return fmt.Sprintf("rescue/%s/%d/%x", w.cfg.RequestsStream(), seq, sum[:8])
+func (r rules) requeueID(seq uint64, stored time.Time) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("rescue/%s/%d/%d", r.cfg.RequestsStream(), seq, stored.UnixNano())))
+	return fmt.Sprintf("rescue/%s/%d/%x", r.cfg.RequestsStream(), seq, sum[:8])
 }
 
 // requeue stores a copy of a stranded message on its own subject, for a fresh round of deliveries, and
 // removes the stranded one. A request's copy is a new request (triage does not take identities from a
 // request's headers); a lane's copy keeps its request's (Mw-Request-Seq).
-func (w *Worker) requeue(ctx context.Context, d *delivery, orig *jetstream.RawStreamMsg) error {
+func (r *rescuer) requeue(ctx context.Context, d *delivery, orig *jetstream.RawStreamMsg) error {
 	// On a subject of its own under the lane's (one message: the lane's --max-queued cap, which may be
 	// what keeps the lane full, cannot refuse it), which the lane's consumer reads. Stream sequences
 	// are unique, so it never meets another request's copy past the cap (those end in a request's).
-	m := nats.NewMsg(w.cfg.overflowSubject(d.lane, d.seq))
+	m := nats.NewMsg(r.s.cfg.overflowSubject(d.lane, d.seq))
 	m.Data = orig.Data
 	copyHeaders(m.Header, orig.Header)
 	m.Header.Set(HeaderRescued, strconv.FormatUint(d.seq, 10))
-	p := plan{events: []event{{msg: m, id: w.requeueID(d.seq, orig.Time)}}, requeued: true, then: actRemove}
-	if err := w.apply(ctx, d, p, w.log); err != nil {
+	p := plan{events: []event{{msg: m, id: r.s.rules.requeueID(d.seq, orig.Time)}}, requeued: true, then: actRemove}
+	if err := r.s.apply(ctx, d, p, r.log); err != nil {
 		return fmt.Errorf("handing back stranded message %d: %w", d.seq, err)
-	}
-	return nil
-}
-
-// releaseRescue gives a claim back after a failed attempt (unless it got as far as the copy: then the
-// claim says so). Should this fail too, the claim is taken over after rescueClaimTTL.
-func (w *Worker) releaseRescue(seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.wcfg.PublishTimeout)
-	defer cancel()
-	kv, err := w.done.bucket(ctx)
-	if err != nil {
-		return
-	}
-	if e, err := kv.Get(ctx, rescueKey(seq)); err == nil && strings.HasPrefix(string(e.Value()), claimHeld) {
-		_ = kv.Delete(ctx, rescueKey(seq), jetstream.LastRevision(e.Revision()))
-	}
-}
-
-func rescueKey(seq uint64) string { return "rescue." + strconv.FormatUint(seq, 10) }
-
-// claimRescue makes this instance the one that rescues seq. It returns the claim's state ("" when
-// another instance holds it): claimHeld, or claimRequeued when an earlier holder stored the copy and
-// only its removal is left.
-func (w *Worker) claimRescue(ctx context.Context, seq uint64) (string, error) {
-	kv, err := w.done.bucket(ctx)
-	if err != nil {
-		return "", err
-	}
-	key, value := rescueKey(seq), []byte(claimHeld+" "+time.Now().UTC().Format(time.RFC3339Nano))
-	if _, err := kv.Create(ctx, key, value); err == nil {
-		return claimHeld, nil
-	} else if !errors.Is(err, jetstream.ErrKeyExists) {
-		return "", fmt.Errorf("claiming the rescue of %d: %w", seq, err)
-	}
-	e, err := kv.Get(ctx, key)
-	if err != nil {
-		return "", fmt.Errorf("reading the rescue claim of %d: %w", seq, err)
-	}
-	if strings.HasPrefix(string(e.Value()), claimRequeued) {
-		return claimRequeued, nil // removing twice is harmless: whoever comes first
-	}
-	if time.Since(e.Created()) < rescueClaimTTL {
-		return "", nil
-	}
-	if _, err := kv.Update(ctx, key, value, e.Revision()); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return "", nil // another instance took it over first
-		}
-		return "", fmt.Errorf("taking over the rescue claim of %d: %w", seq, err)
-	}
-	return claimHeld, nil
-}
-
-// markRequeued records that seq's copy is stored, so no later holder of the claim stores another.
-func (w *Worker) markRequeued(ctx context.Context, seq uint64) error {
-	kv, err := w.done.bucket(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := kv.Put(ctx, rescueKey(seq), []byte(claimRequeued)); err != nil {
-		return fmt.Errorf("recording the hand-back of %d: %w", seq, err)
 	}
 	return nil
 }

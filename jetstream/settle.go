@@ -103,54 +103,107 @@ const (
 // errHandedBack says the settlement could not publish what it owes; the message was handed back.
 var errHandedBack = errors.New("handed back for another delivery")
 
+// settler settles deliveries: it gathers the facts decide needs, has decide make the plan, and has
+// apply carry it out. The pull loop, the max-deliveries advisories and the rescue share one.
+type settler struct {
+	cfg    Config
+	rules  rules // decide's
+	wcfg   WorkerConfig
+	js     jetstream.JetStream
+	tally  tally
+	done   *settledMemory
+	claims *rescueClaims
+}
+
 // settle settles a delivery by its outcome: decide makes the plan, apply carries it out. Every
 // outcome passes through it: triage's routes and refusals, a lane job's, the retry path's giving up,
-// the max-deliveries advisory's and the rescue's.
-func (w *Worker) settle(ctx context.Context, d *delivery, out job.Outcome, log zerolog.Logger) error {
-	p, out := w.decide(ctx, d, out, log)
-	if err := w.apply(ctx, d, p, log); err != nil {
+// the max-deliveries advisory's and the rescue's. f holds what only the caller knows (draining,
+// outage); the rest of the facts are gathered here.
+func (s *settler) settle(ctx context.Context, d *delivery, out job.Outcome, f facts, log zerolog.Logger) error {
+	f.backoff, f.now, f.maxPayload = s.wcfg.backoff(d.deliveries), time.Now(), maxPayload(s.js.Conn())
+	p, settled := s.rules.decide(d, f, out)
+	if p.shrunk {
+		log.Warn().Str("error", settled.Response.Error).Msg("the outcome's answer is too large to publish; answering with a short failure instead")
+	}
+	err := s.apply(ctx, d, p, log)
+	if errors.Is(err, errLaneFull) {
+		f.laneFull = true
+		p, settled = s.rules.decide(d, f, out)
+		s.tally.laneFull(d, p, s.cfg.WorkSubject(out.MediaKind), log)
+		if err = s.apply(ctx, d, p, log); err == nil && p.then == actNak {
+			return errHandedBack
+		}
+	}
+	if err != nil {
 		return err
 	}
-	w.report(out, d, p, log)
+	s.tally.report(settled, d, p, log)
 	return nil
 }
 
+// facts are what decide knows of a delivery's circumstances besides the delivery and its outcome. They
+// are gathered before it is called (the pull loop's by Worker.settle, the rest by settler.settle), so
+// decide looks nothing up: it is a function of the delivery, its facts, the outcome and the rules.
+type facts struct {
+	draining bool // the drain timeout stopped the job: not its fault
+	outage   bool // a dependency the jobs need is down now (probed only for a retry that would wait)
+	// laneFull: the route's lane refused its copy (Config.MaxQueued). Only the publish can tell (the cap
+	// is the stream's, checked as it stores), so apply reports it (errLaneFull) and settle decides again.
+	laneFull   bool
+	backoff    time.Duration // this delivery's hand-back delay, its jitter drawn
+	now        time.Time     // stamps the dead letter and the outbox
+	maxPayload int           // the server's limit on one message (oversize.go)
+}
+
+// rules are what decide reads besides the delivery: the configuration, fixed at start, and the words
+// that tell a job's errors. Every method is pure.
+type rules struct {
+	cfg   Config
+	words job.Words
+}
+
 // gaveUpAfter is job.GaveUpAfter with the cause told in the pipeline's public words.
-func (w *Worker) gaveUpAfter(req contracts.Request, kind job.Kind, deliveries uint64, cause error) job.Outcome {
-	return job.GaveUpAfter(req, kind, deliveries, cause, w.wcfg.Words.Public(cause))
+func (r rules) gaveUpAfter(req contracts.Request, kind job.Kind, deliveries uint64, cause error) job.Outcome {
+	return job.GaveUpAfter(req, kind, deliveries, cause, r.words.Public(cause))
 }
 
 // decide is the settlement of out as a plan (and the outcome it settles, which may differ: a retry
-// out of deliveries gives up, an answer too large to publish becomes a short failure).
-func (w *Worker) decide(ctx context.Context, d *delivery, out job.Outcome, log zerolog.Logger) (plan, job.Outcome) {
-	last := d.deliveries >= uint64(w.cfg.MaxDeliver)
+// out of deliveries gives up, an answer too large to publish becomes a short failure). It is pure: no
+// I/O, no clock, no randomness; what it needs to know about the world is in f.
+func (r rules) decide(d *delivery, f facts, out job.Outcome) (plan, job.Outcome) {
+	last := d.deliveries >= uint64(r.cfg.MaxDeliver)
 	if out.Kind == job.Retry {
 		switch {
-		case errors.Is(context.Cause(ctx), ErrDraining):
+		case f.draining:
 			// Not the job's fault: hand it back at once for another instance.
 			return plan{then: actNak}, out
-		case !last && w.outageNow(ctx, d):
+		case !last && f.outage && d.msg != nil:
 			return plan{hold: true, then: actNak}, out
 		case !last:
-			return plan{then: actNak, delay: w.backoff(d.deliveries)}, out
+			return plan{then: actNak, delay: f.backoff}, out
 		}
-		out = w.gaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
+		out = r.gaveUpAfter(d.req, out.MediaKind, d.deliveries, out.Err)
+	}
+	if out.Kind == job.Route && f.laneFull && d.msg != nil && !last {
+		// A full lane is load, not a fault: back with a backoff, so requests for other lanes are routed
+		// meanwhile (the last delivery goes past the cap instead, events).
+		return plan{then: actNak, delay: f.backoff}, out
 	}
 
-	evs := w.events(d, out)
-	if w.fitOutcome(d, &out, evs) {
-		log.Warn().Str("error", out.Response.Error).Msg("the outcome's answer is too large to publish; answering with a short failure instead")
-		evs = w.events(d, out)
+	evs := r.events(d, out, f)
+	shrunk := fitOutcome(d, &out, evs, f.maxPayload)
+	if shrunk {
+		evs = r.events(d, out, f)
 	}
-	p := plan{events: evs, remember: settledState(d, out), failDelay: w.backoff(d.deliveries)}
+	p := plan{events: evs, remember: settledState(d, out), failDelay: f.backoff, shrunk: shrunk}
 	if out.Kind == job.GaveUp && last {
-		p.failDelay = 0 // the max-deliveries advisory finishes the job (runAdvisories)
+		p.failDelay = 0 // the max-deliveries advisory finishes the job (advisories.run)
 	}
 	if p.remember == settledFinal && len(evs) > 0 {
 		// The outbox, recorded before the first publish, is the request's only record: a later delivery
 		// that finds it finishes the settlement (outbox.go) instead of running, so a "final" written
 		// after the publishes would be a second write per job that changes no outcome.
-		ob := newOutbox(evs, termReason(out))
+		ob := newOutbox(evs, termReason(out), f.now)
 		p.outbox, p.remember = &ob, ""
 	}
 	switch out.Kind {
@@ -184,63 +237,22 @@ func settledState(_ *delivery, out job.Outcome) string {
 	return settledFinal
 }
 
-// report logs and counts a settled outcome.
-func (w *Worker) report(out job.Outcome, d *delivery, p plan, log zerolog.Logger) {
-	switch {
-	case out.Kind == job.Retry && p.hold:
-		log.Info().Err(out.Err).Msg("held through a dependency outage; handed back for redelivery")
-		w.observe("handed_back", out.MediaKind, d)
-		return
-	case out.Kind == job.Retry && p.delay == 0:
-		log.Info().Msg("job stopped by shutdown; handed back for redelivery")
-		w.observe("handed_back", out.MediaKind, d)
-		return
-	case out.Kind == job.Retry:
-		log.Warn().Err(out.Err).Dur("retry_in", p.delay).Msg("job failed; will retry")
-		w.observe("retry", out.MediaKind, d)
-		return
-	}
-	switch out.Kind {
-	case job.Success:
-		log.Info().Int("variants", len(out.Response.Processed)).Msg("job succeeded")
-		w.observe("success", out.MediaKind, d)
-	case job.Infected:
-		log.Warn().Str("virus", out.Virus.VirusName).Str("action", out.Virus.ActionTaken).Msg("virus detected")
-		w.observe("infected", out.MediaKind, d)
-	case job.Route:
-		log.Debug().Str("to", string(out.MediaKind)).Str("mime", out.MIME).Msg("routed")
-		w.observe("routed", out.MediaKind, d)
-	case job.Failed:
-		var pe *contracts.ParseError
-		if errors.As(out.Err, &pe) {
-			log.Info().Str("error", out.Response.Error).Msg("request refused")
-			w.observe("invalid", "", d)
-			return
-		}
-		ev := log.Info().Str("error", out.Response.Error)
-		if detail := w.wcfg.Words.Detail(out.Err); detail != "" {
-			ev = ev.Str("detail", detail) // ffmpeg's or libvips' words, kept out of the response
-		}
-		ev.Msg("job failed permanently")
-		w.observe("failed", out.MediaKind, d)
-	case job.GaveUp:
-		log.Error().Err(out.Err).Str("reason", out.Reason).Msg("job gave up; request moved to the dead-letter stream")
-		w.observe("dead_lettered", out.MediaKind, d)
-	}
-}
-
 // event is one message an outcome owes, with its deduplicating id.
 type event struct {
 	msg        *nats.Msg
 	id         string
 	deadLetter bool
-	lane       job.Kind // a route's lane ("" for the rest)
+	lane       job.Kind // a route's lane, whose cap may refuse it ("" for the rest and a route past the cap)
 }
 
 // events lists what out owes, in order: the API is answered before the DLQ copy (which is for
-// operators and must never hold up the answer), the virus event before the virus response.
-func (w *Worker) events(d *delivery, out job.Outcome) []event {
-	subj := w.cfg.Subjects()
+// operators and must never hold up the answer), the virus event before the virus response. A route
+// its lane refused for being full (f.laneFull, on the last delivery) goes into the lane past the cap,
+// on a subject of its own (overflowSubject) that the lane's consumer also reads: a request waiting
+// for room would hold a triage slot, and triage serves every lane; dead-lettering it would make load a
+// fault. Its id stays the route's, so a second route of the request is still dropped.
+func (r rules) events(d *delivery, out job.Outcome, f facts) []event {
+	subj := r.cfg.Subjects()
 	var evs []event
 	respond := func(suffix string) {
 		if out.Response.MediaID != "" {
@@ -249,7 +261,7 @@ func (w *Worker) events(d *delivery, out job.Outcome) []event {
 			if d.req.S3Bucket != "" {
 				m.Header.Set(contracts.HeaderBucket, d.req.S3Bucket)
 			}
-			evs = append(evs, event{msg: m, id: w.responseID(d, suffix)})
+			evs = append(evs, event{msg: m, id: r.responseID(d, suffix)})
 		}
 	}
 	switch out.Kind {
@@ -258,18 +270,22 @@ func (w *Worker) events(d *delivery, out job.Outcome) []event {
 	case job.Failed:
 		respond(OutcomeFailed)
 	case job.Infected:
-		evs = append(evs, event{msg: jsonMsg(subj.Virus, out.Virus), id: w.responseID(d, "virus-event")})
+		evs = append(evs, event{msg: jsonMsg(subj.Virus, out.Virus), id: r.responseID(d, "virus-event")})
 		respond(OutcomeVirus)
 	case job.Route:
-		m := nats.NewMsg(w.cfg.WorkSubject(out.MediaKind))
+		m := nats.NewMsg(r.cfg.WorkSubject(out.MediaKind))
+		lane := out.MediaKind // a refusal by its cap comes back to decide (errLaneFull)
+		if f.laneFull {
+			m.Subject, lane = r.cfg.overflowSubject(out.MediaKind, d.reqSeq), job.Triage
+		}
 		m.Data = d.data
 		copyHeaders(m.Header, d.header)
 		m.Header.Set(HeaderRequestSeq, strconv.FormatUint(d.reqSeq, 10))
 		m.Header.Set(HeaderPublishedAt, d.published.UTC().Format(time.RFC3339Nano))
-		evs = append(evs, event{msg: m, id: w.routeID(d, out.MediaKind), lane: out.MediaKind})
+		evs = append(evs, event{msg: m, id: r.routeID(d, out.MediaKind), lane: lane})
 	case job.GaveUp:
 		respond(OutcomeGaveUp)
-		m, id := w.deadLetterMsg(d, out.Reason, out.Err)
+		m, id := r.deadLetterMsg(d, out.Reason, out.Err, f)
 		evs = append(evs, event{msg: m, id: id, deadLetter: true})
 	}
 	return evs
@@ -283,15 +299,15 @@ func (w *Worker) events(d *delivery, out job.Outcome) []event {
 // ends in a digest of the time the server stored the request, to the nanosecond, which no publisher
 // knows before the request exists, nor after it without reading the requests stream (the API role
 // may not: deploy/nats/accounts.conf). Every instance derives the same id from the same request.
-func (w *Worker) routeID(d *delivery, lane job.Kind) string {
-	key := fmt.Sprintf("%s/%d/%s/%d", w.cfg.RequestsStream(), d.reqSeq, lane, d.published.UnixNano())
+func (r rules) routeID(d *delivery, lane job.Kind) string {
+	key := fmt.Sprintf("%s/%d/%s/%d", r.cfg.RequestsStream(), d.reqSeq, lane, d.published.UnixNano())
 	sum := sha256.Sum256([]byte(key))
-	return fmt.Sprintf("route/%s/%d/%s/%x", w.cfg.RequestsStream(), d.reqSeq, lane, sum[:8])
+	return fmt.Sprintf("route/%s/%d/%s/%x", r.cfg.RequestsStream(), d.reqSeq, lane, sum[:8])
 }
 
 // responseID is unique per request (its stream sequence) and outcome: redeliveries share it, and so do
 // triage and the lanes.
-func (w *Worker) responseID(d *delivery, outcome string) string {
+func (r rules) responseID(d *delivery, outcome string) string {
 	return fmt.Sprintf("%s/%d/%s", d.req.MediaID, d.reqSeq, outcome)
 }
 
@@ -299,16 +315,4 @@ func jsonMsg(subject string, v any) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data, _ = json.Marshal(v) // our own event types: they always encode
 	return m
-}
-
-func (w *Worker) observe(outcome string, kind job.Kind, d *delivery) {
-	if w.obs != nil {
-		w.obs.Settled(outcome, kind, d.deliveries)
-	}
-}
-
-func (w *Worker) publishFailed(subject string) {
-	if w.obs != nil {
-		w.obs.PublishFailed(subject)
-	}
 }

@@ -21,14 +21,14 @@ type Config struct {
 	AckWait       time.Duration // how long a delivery may go without Ack or InProgress
 	MaxDeliver    int           // deliveries before a request is dead-lettered
 	MaxAckPending int           // cluster-wide in-flight cap (total slots of all instances)
-	// ImageLane and VideoLane are each lane consumer's own settings; a zero field takes the shared
-	// one above (lanes.go).
-	ImageLane, VideoLane LaneLimits
-	MaxQueued            int64         // requests stream cap, discard new (0: unlimited)
-	DuplicateWindow      time.Duration // Nats-Msg-Id dedupe window of the requests and responses streams
-	ResponseMaxAge       time.Duration // how long responses are kept for an API that was down
-	DLQMaxAge            time.Duration // how long dead letters are kept
-	Durable              string        // the shared consumer's name
+	// Lanes are each lane consumer's own settings, by kind (DefaultConfig has every registered
+	// kind's); a zero field, or a kind missing, takes the shared one above (lanes.go).
+	Lanes           map[job.Kind]*LaneLimits
+	MaxQueued       int64         // requests stream cap, discard new (0: unlimited)
+	DuplicateWindow time.Duration // Nats-Msg-Id dedupe window of the requests and responses streams
+	ResponseMaxAge  time.Duration // how long responses are kept for an API that was down
+	DLQMaxAge       time.Duration // how long dead letters are kept
+	Durable         string        // the shared consumer's name
 }
 
 // DefaultConfig returns the defaults of DESIGN.md.
@@ -43,6 +43,7 @@ func DefaultConfig() Config {
 		ResponseMaxAge:  7 * 24 * time.Hour,
 		DLQMaxAge:       28 * 24 * time.Hour,
 		Durable:         "mediaworker",
+		Lanes:           defaultLaneLimits(),
 	}
 }
 
@@ -112,7 +113,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	requests := jetstream.StreamConfig{
 		Name:        c.RequestsStream(),
 		Description: "mediaworker optimize requests and their lanes' work (work queue; publish with Nats-Msg-Id: <mediaId>)",
-		Subjects:    append(append([]string{subj.Request}, c.laneSubjects(job.Image)...), c.laneSubjects(job.Video)...),
+		Subjects:    c.requestSubjects(),
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
@@ -152,6 +153,15 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 		MaxMsgs:     -1,
 	}
 	return []jetstream.StreamConfig{requests, responses, dlq, c.advisoryStreamConfig()}
+}
+
+// requestSubjects are the requests stream's: the request subject and each lane's.
+func (c Config) requestSubjects() []string {
+	out := []string{c.Subjects().Request}
+	for _, l := range Lanes {
+		out = append(out, c.laneSubjects(l)...)
+	}
+	return out
 }
 
 // ConsumerConfig returns triage's shared durable pull consumer on the request subject (the single

@@ -69,7 +69,7 @@ type Admission interface {
 // jitter's −25 %: an outage of one dependency that long uses up no request.
 func DefaultWorkerConfig() WorkerConfig {
 	return WorkerConfig{
-		Lanes:          map[job.Kind]int{job.Image: 2, job.Video: 1},
+		Lanes:          DefaultSlots(2),
 		TriageSlots:    4, // I/O only (a few round trips each): enough to keep the lanes fed
 		BackoffBase:    5 * time.Second,
 		BackoffMax:     3 * time.Minute,
@@ -111,18 +111,20 @@ func (c WorkerConfig) Validate() error {
 // ErrDraining is the cause given to jobs cancelled because the drain timeout passed.
 var ErrDraining = errors.New("worker is shutting down")
 
-// Worker pulls from triage and from the lanes it serves, and settles each message by its outcome.
+// Worker is the pull loop: it pulls from triage and from the lanes it serves, one message per free
+// slot, keeps each in progress while it runs, and hands its outcome to the settlement (settle.go).
+// Beside it run the advisory path (advisory.go) and the rescue (rescue.go), which settle the same way.
 type Worker struct {
-	cfg   Config
-	wcfg  WorkerConfig
-	js    jetstream.JetStream
-	proc  Processor
-	log   zerolog.Logger
-	obs   Observer
-	pools map[job.Kind]*slots.Pool   // by lane; "" is triage
-	busy  map[job.Kind]*atomic.Int64 // messages being handled, by lane
-	done  *settledMemory
-	held  atomic.Int64 // messages being handled
+	cfg     Config
+	wcfg    WorkerConfig
+	js      jetstream.JetStream
+	proc    Processor
+	log     zerolog.Logger
+	pools   map[job.Kind]*slots.Pool   // by lane; "" is triage
+	busy    map[job.Kind]*atomic.Int64 // messages being handled, by lane
+	held    atomic.Int64               // messages being handled
+	settler *settler
+	backlog *backlog
 }
 
 // Observer is told how each message was settled; it feeds metrics. It may be nil.
@@ -149,10 +151,13 @@ func NewWorker(js jetstream.JetStream, cfg Config, wcfg WorkerConfig, proc Proce
 	if wcfg.InProgressEvery <= 0 {
 		wcfg.InProgressEvery = cfg.shortestAckWait() / 3
 	}
-	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, obs: obs, log: log,
+	done := newSettledMemory(js, cfg)
+	w := &Worker{cfg: cfg, wcfg: wcfg, js: js, proc: proc, log: log,
 		pools: map[job.Kind]*slots.Pool{job.Triage: slots.NewPool("triage", wcfg.TriageSlots)},
 		busy:  map[job.Kind]*atomic.Int64{job.Triage: new(atomic.Int64)},
-		done:  newSettledMemory(js, cfg)}
+		settler: &settler{cfg: cfg, rules: rules{cfg: cfg, words: wcfg.Words}, wcfg: wcfg, js: js,
+			tally: tally{obs: obs, words: wcfg.Words}, done: done, claims: &rescueClaims{mem: done}},
+		backlog: &backlog{js: js, cfg: cfg, log: log}}
 	for l, n := range wcfg.Lanes {
 		w.pools[l] = slots.NewPool(string(l), n)
 		w.busy[l] = new(atomic.Int64)
@@ -218,8 +223,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelJobs(nil)
 	var loops, jobs sync.WaitGroup
 	loops.Add(2)
-	go func() { defer loops.Done(); w.runAdvisories(ctx) }()
-	go func() { defer loops.Done(); w.runRescue(ctx) }()
+	advisories := &advisories{s: w.settler, backlog: w.backlog, wait: w.wcfg.PullWait, log: w.log}
+	rescue := &rescuer{s: w.settler, backlog: w.backlog, every: w.wcfg.RescueEvery, log: w.log}
+	go func() { defer loops.Done(); advisories.run(ctx) }()
+	go func() { defer loops.Done(); rescue.run(ctx) }()
 	for lane, cons := range consumers {
 		loops.Add(1)
 		go func() { defer loops.Done(); w.pull(ctx, jobsCtx, &jobs, lane, cons) }()
@@ -254,7 +261,7 @@ func (w *Worker) pull(ctx, jobsCtx context.Context, jobs *sync.WaitGroup, lane j
 			release()
 			return
 		}
-		msg, err := w.next(ctx, cons)
+		msg, err := nextMsg(ctx, cons, w.wcfg.PullWait)
 		if err != nil {
 			release()
 			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
@@ -284,21 +291,6 @@ type OutageProbe interface {
 	DownNow(ctx context.Context) bool
 }
 
-// outageNow reports whether a dependency the jobs need is down now (the Admission's OutageProbe).
-func (w *Worker) outageNow(ctx context.Context, d *delivery) bool {
-	probe, ok := w.wcfg.Admission.(OutageProbe)
-	return ok && d.msg != nil && probe.DownNow(ctx)
-}
-
-// holdThroughOutage holds a failed delivery while a dependency is down (apply's plan.hold).
-func (w *Worker) holdThroughOutage(ctx context.Context, d *delivery, log zerolog.Logger) {
-	if w.wcfg.Admission == nil || d.msg == nil {
-		return
-	}
-	log.Warn().Msg("a dependency is down; holding the request until it is back")
-	_ = w.wcfg.Admission.Wait(ctx) // ends early only when the worker stops: then it is handed back too
-}
-
 // admit waits until the admission hook lets work in (or ctx ends).
 func (w *Worker) admit(ctx context.Context) error {
 	if w.wcfg.Admission == nil {
@@ -307,9 +299,9 @@ func (w *Worker) admit(ctx context.Context) error {
 	return w.wcfg.Admission.Wait(ctx)
 }
 
-// next pulls exactly one message.
-func (w *Worker) next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
-	pullCtx, cancel := context.WithTimeout(ctx, w.wcfg.PullWait)
+// nextMsg pulls exactly one message, waiting at most wait for it.
+func nextMsg(ctx context.Context, cons jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
+	pullCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return cons.Next(jetstream.FetchContext(pullCtx))
 }
@@ -374,7 +366,7 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 	if d.lane == job.Triage && d.deliveries == 1 {
 		return false // a request's first delivery: nothing can have settled it (a lane's copy can be a late duplicate)
 	}
-	state, ob, err := w.done.recall(ctx, d.reqSeq)
+	state, ob, err := w.settler.done.recall(ctx, d.reqSeq)
 	if err != nil {
 		log.Warn().Err(err).Msg("could not read the settled-requests memory; running the job")
 		return false
@@ -387,23 +379,23 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 	}
 	if state == settledPublishing {
 		// An earlier delivery published (some of) its outcome and died before recording the end.
-		if err := w.finish(ctx, d, ob, log); err != nil {
+		if err := w.settler.finish(ctx, d, ob, log); err != nil {
 			log.Warn().Err(err).Msg("finishing an interrupted settlement failed; handing the message back")
 			if !errors.Is(err, errHandedBack) {
-				_ = w.apply(ctx, d, plan{then: actNak, delay: w.backoff(d.deliveries)}, log)
+				_ = w.settler.apply(ctx, d, plan{then: actNak, delay: w.wcfg.backoff(d.deliveries)}, log)
 			}
 			return true
 		}
 		log.Info().Str("settled", state).Msg("request settled already; finished its settlement without running again")
-		w.observe("duplicate", "", d)
+		w.settler.tally.settled("duplicate", "", d)
 		return true
 	}
 	if state == "" || d.lane != job.Triage && state != settledFinal {
 		return false
 	}
-	_ = w.apply(ctx, d, plan{then: actAck}, log)
+	_ = w.settler.apply(ctx, d, plan{then: actAck}, log)
 	log.Info().Str("settled", state).Msg("request settled already; acked without running again")
-	w.observe("duplicate", "", d)
+	w.settler.tally.settled("duplicate", "", d)
 	return true
 }
 
@@ -412,14 +404,27 @@ func (w *Worker) settledBefore(ctx context.Context, d *delivery, log zerolog.Log
 // (movedOn). Without one, the memory is read again: the lane records the request's end before it
 // removes its copy, so a lane that finished between the first read and the search is seen now.
 func (w *Worker) routedBefore(ctx context.Context, d *delivery) (string, *outbox, error) {
-	moved, err := w.movedOn(ctx, d)
+	moved, err := w.backlog.movedOn(ctx, d)
 	if err != nil {
 		return "", nil, err
 	}
 	if moved {
 		return settledRouted, nil, nil
 	}
-	return w.done.recall(ctx, d.reqSeq)
+	return w.settler.done.recall(ctx, d.reqSeq)
+}
+
+// settle hands out to the settlement with what only the pull loop knows: whether the drain stopped
+// the job, and whether a dependency the jobs need is down now (the Admission's OutageProbe). The probe
+// asks the dependencies at once, so it is made only for a retry that would otherwise wait out a backoff.
+func (w *Worker) settle(ctx context.Context, d *delivery, out job.Outcome, log zerolog.Logger) error {
+	var f facts
+	if out.Kind == job.Retry {
+		f.draining = errors.Is(context.Cause(ctx), ErrDraining)
+		probe, ok := w.wcfg.Admission.(OutageProbe)
+		f.outage = ok && !f.draining && d.msg != nil && d.deliveries < uint64(w.cfg.MaxDeliver) && probe.DownNow(ctx)
+	}
+	return w.settler.settle(ctx, d, out, f, log)
 }
 
 // withProgress makes the job's progress reports go out on its progress subject, at most once a second.
@@ -428,7 +433,7 @@ func (w *Worker) withProgress(ctx context.Context, mediaID string) context.Conte
 	subject := w.cfg.Subjects().ProgressSubject(mediaID)
 	return progress.With(ctx, progress.Throttle(time.Second, func(f float64) {
 		data, _ := json.Marshal(contracts.Progress{MediaID: mediaID, Percent: math.Round(f*1000) / 10, Stage: "transcoding"})
-		w.publishProgress(subject, data)
+		publishProgress(w.js.Conn(), subject, data)
 	}))
 }
 
@@ -455,12 +460,12 @@ func (w *Worker) keepAlive(msg jetstream.Msg) (stop func()) {
 
 // backoff grows exponentially with the delivery count, capped, with ±25% jitter so instances that failed
 // together do not retry together.
-func (w *Worker) backoff(deliveries uint64) time.Duration {
-	d := w.wcfg.BackoffBase
-	for i := uint64(1); i < deliveries && d < w.wcfg.BackoffMax; i++ {
+func (c WorkerConfig) backoff(deliveries uint64) time.Duration {
+	d := c.BackoffBase
+	for i := uint64(1); i < deliveries && d < c.BackoffMax; i++ {
 		d *= 2
 	}
-	d = min(d, w.wcfg.BackoffMax)
+	d = min(d, c.BackoffMax)
 	jitter := time.Duration(rand.Int64N(int64(d)/2+1)) - d/4
 	return max(d+jitter, 100*time.Millisecond)
 }

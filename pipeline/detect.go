@@ -91,9 +91,9 @@ func Detect(path string) (mime string, kind MediaKind, err error) {
 func refuseOrAccept(mime string, kind MediaKind, refusal string) (string, MediaKind, error) {
 	switch {
 	case refusal != "":
-		return mime, "", permanent("detecting", errors.New(refusal))
+		return mime, "", refuse("detecting", refusal)
 	case kind == "":
-		return mime, "", permanent("detecting", fmt.Errorf("unsupported media type: %s", mime))
+		return mime, "", refuse("detecting", "unsupported media type: "+mime)
 	}
 	return mime, kind, nil
 }

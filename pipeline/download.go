@@ -29,15 +29,15 @@ type scanResult struct {
 // finished file: clamd writes every stream to a temporary file before it scans anyway, so the scan
 // starts no later, and costs it less. The verdict is collected by the next step; nothing transforms
 // the file before it (a video's probe, which only reads it, starts when the download ends: probe.go).
-func (p *Pipeline) download(ctx context.Context, j *job) error {
+func (f *fetcher) download(ctx context.Context, j *job) error {
 	j.scanned = make(chan scanResult, 1)
-	if ips, ok := p.scanner.(InPlaceScanner); ok && ips.ScansInPlace() {
-		return p.downloadThenScan(ctx, j, ips)
+	if ips, ok := f.scanner.(InPlaceScanner); ok && ips.ScansInPlace() {
+		return f.downloadThenScan(ctx, j, ips)
 	}
 	pr, pw := io.Pipe()
 	scanning := false
 	// check looked the object up; j.info is what it found (the object is looked up once per job).
-	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
+	info, err := objstore.DownloadStatted(ctx, f.store, j.info, j.input, f.cfg.MaxInputBytes,
 		func(info objstore.Info) io.Writer {
 			if info.Size == 0 {
 				return nil // refused below; clamd has nothing to look at
@@ -45,7 +45,7 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 			scanning = true
 			j.head = newHeadCopy(info.Size)
 			go func() {
-				v, err := p.scanner.Scan(ctx, pr, info.Size)
+				v, err := f.scanner.Scan(ctx, pr, info.Size)
 				pr.CloseWithError(errScanEnded) // a scan that ended early must not block the download
 				j.scanned <- scanResult{v, err}
 			}()
@@ -60,12 +60,12 @@ func (p *Pipeline) download(ctx context.Context, j *job) error {
 			return nil
 		}
 	}
-	return p.downloaded(j, info, err)
+	return f.downloaded(j, info, err)
 }
 
 // downloadThenScan is download for a scanner that scans files in place: the file first, then clamd.
-func (p *Pipeline) downloadThenScan(ctx context.Context, j *job, s InPlaceScanner) error {
-	if err := p.downloadOnly(ctx, j); err != nil { // an empty object is refused there
+func (f *fetcher) downloadThenScan(ctx context.Context, j *job, s InPlaceScanner) error {
+	if err := f.downloadOnly(ctx, j); err != nil { // an empty object is refused there
 		return err
 	}
 	go func() {
@@ -77,13 +77,13 @@ func (p *Pipeline) downloadThenScan(ctx context.Context, j *job, s InPlaceScanne
 
 // downloadOnly writes the object to the scratch file, keeping its head and hashing it, and scans
 // nothing.
-func (p *Pipeline) downloadOnly(ctx context.Context, j *job) error {
-	info, err := objstore.DownloadStatted(ctx, p.store, j.info, j.input, p.cfg.MaxInputBytes,
+func (f *fetcher) downloadOnly(ctx context.Context, j *job) error {
+	info, err := objstore.DownloadStatted(ctx, f.store, j.info, j.input, f.cfg.MaxInputBytes,
 		func(info objstore.Info) io.Writer {
 			j.head = newHeadCopy(info.Size)
 			return j.tee(info)
 		})
-	return p.downloaded(j, info, err)
+	return f.downloaded(j, info, err)
 }
 
 // tee is what the downloaded bytes go to besides the scratch file: the head copy, the hash (the
@@ -100,21 +100,21 @@ func (j *job) tee(info objstore.Info, others ...io.Writer) io.Writer {
 }
 
 // downloaded classifies the download's error and records what it fetched.
-func (p *Pipeline) downloaded(j *job, info objstore.Info, err error) error {
+func (f *fetcher) downloaded(j *job, info objstore.Info, err error) error {
 	var tooLarge *objstore.TooLargeError
 	switch {
 	case err == nil:
 	case errors.Is(err, objstore.ErrNotFound):
-		return permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+		return notFound(j.req)
 	case objstore.IsPermanent(err):
-		return permanent("downloading", err)
+		return storeRefused("downloading", err)
 	case errors.As(err, &tooLarge):
-		return permanent("downloading", fmt.Errorf("input is too large: %w", tooLarge))
+		return tooLargeInput(tooLarge)
 	default:
 		return transient("downloading", err)
 	}
 	if info.Size == 0 {
-		return permanent("downloading", errors.New("object is empty (0 bytes)"))
+		return refuse("downloading", emptyObject)
 	}
 	j.info = info
 	switch {
@@ -124,8 +124,8 @@ func (p *Pipeline) downloaded(j *job, info objstore.Info, err error) error {
 		// The download completed, so the store checked the bytes against this digest (objstore.Info).
 		j.sha256 = hex.EncodeToString(info.SHA256)
 	}
-	if p.observer != nil {
-		p.observer.Transferred("in", info.Size)
+	if f.observer != nil {
+		f.observer.Transferred("in", info.Size)
 	}
 	return nil
 }
@@ -153,14 +153,36 @@ func isTruncated(err error) bool {
 }
 
 func (p *Pipeline) scan(ctx context.Context, j *job) error {
-	// The file is complete: a video's probe runs while clamd finishes (probe.go). Its answer is read
-	// by detect, after a clean verdict, and dropped otherwise.
-	p.startProbe(ctx, j)
+	// The file is complete and is sniffed now, once (sniff.go): a video's probe runs while clamd
+	// finishes (probe.go). Its answer is read by detect, after a clean verdict, and dropped otherwise.
+	if _, kind, err := j.sniff(); err == nil && (j.lane == "" || j.lane == kind) {
+		if h, ok := p.kinds[kind]; ok {
+			h.downloaded(ctx, j)
+		}
+	}
+	v, err := p.in.verdict(ctx, j)
+	if err != nil || v.Infected {
+		j.stopProbe() // its answer is never read: kill ffprobe now, not when the job ends
+	}
+	switch {
+	case err != nil:
+		return err
+	case v.Infected:
+		return p.in.infected(ctx, j, v.Signature)
+	}
+	// Clean by today's signatures: bytes seen before need no transform (reuse.go).
+	p.reuse.recall(ctx, j)
+	return nil
+}
+
+// verdict waits for clamd's verdict on the downloaded bytes, counts it, and classes a scan that gave
+// none.
+func (f *fetcher) verdict(ctx context.Context, j *job) (scanner.Verdict, error) {
 	var res scanResult
 	select {
 	case res = <-j.scanned:
 	case <-ctx.Done():
-		return transient("scanning", ctx.Err())
+		return scanner.Verdict{}, transient("scanning", ctx.Err())
 	}
 	v, err := res.verdict, res.err
 	verdict := "clean"
@@ -173,44 +195,35 @@ func (p *Pipeline) scan(ctx context.Context, j *job) error {
 	default:
 		verdict = "error"
 	}
-	if p.observer != nil {
-		p.observer.Scanned(verdict)
-	}
-	if verdict != "clean" {
-		j.stopProbe() // its answer is never read: kill ffprobe now, not when the job ends
+	if f.observer != nil {
+		f.observer.Scanned(verdict)
 	}
 	switch {
 	case err == nil:
+		return v, nil
 	case scanner.IsRefused(err):
-		return permanent("scanning", fmt.Errorf("the file cannot be scanned: %w", err))
-	default:
-		return transient("scanning", err)
+		return v, scanRefused(err)
 	}
-	if !v.Infected {
-		// Clean by today's signatures: bytes seen before need no transform (reuse.go).
-		p.recallReuse(ctx, j)
-		return nil
-	}
-	return p.infected(ctx, j, v.Signature)
+	return v, transient("scanning", err)
 }
 
 // infected removes (or quarantines) the job's object, which matched signature, and answers it with a
 // virus event, on clamd's verdict.
-func (p *Pipeline) infected(ctx context.Context, j *job, signature string) error {
+func (f *fetcher) infected(ctx context.Context, j *job, signature string) error {
 	ev := contracts.VirusEvent{
 		MediaID: j.req.MediaID, S3Key: j.req.S3Key, S3Bucket: j.req.S3Bucket, MediaURL: j.req.MediaURL,
-		VirusName: signature, DetectedAt: p.now().UTC().Format(time.RFC3339), ActionTaken: contracts.ActionDeleted,
+		VirusName: signature, DetectedAt: f.now().UTC().Format(time.RFC3339), ActionTaken: contracts.ActionDeleted,
 	}
-	if p.cfg.QuarantineBucket != "" {
+	if f.cfg.QuarantineBucket != "" {
 		ev.ActionTaken = contracts.ActionQuarantined
 	}
-	if p.verdicts != nil {
+	if f.verdicts != nil {
 		// Written before the object goes, so a redelivery that finds it gone still knows why.
-		if err := p.verdicts.Remember(ctx, ev); err != nil {
+		if err := f.verdicts.Remember(ctx, ev); err != nil {
 			return transient("recording the virus verdict", err)
 		}
 	}
-	if _, err := p.removeInfected(ctx, j); err != nil {
+	if _, err := f.removeInfected(ctx, j); err != nil {
 		// The scan will run again on the next delivery; the object is still where it was.
 		return transient("removing infected object", err)
 	}
@@ -218,11 +231,11 @@ func (p *Pipeline) infected(ctx context.Context, j *job, signature string) error
 	return nil
 }
 
-func (p *Pipeline) recall(ctx context.Context, req contracts.Request) (*contracts.VirusEvent, error) {
-	if p.verdicts == nil {
+func (f *fetcher) recall(ctx context.Context, req contracts.Request) (*contracts.VirusEvent, error) {
+	if f.verdicts == nil {
 		return nil, nil
 	}
-	ev, err := p.verdicts.Recall(ctx, req.MediaID)
+	ev, err := f.verdicts.Recall(ctx, req.MediaID)
 	if err != nil || ev == nil || ev.S3Bucket != req.S3Bucket || ev.S3Key != req.S3Key {
 		return nil, err
 	}
@@ -243,17 +256,17 @@ func infectedOutcome(req contracts.Request, ev contracts.VirusEvent) Outcome {
 // that version itself goes (a plain delete would hide it under a delete marker, readable by version);
 // an upload that replaced it meanwhile is neither quarantined nor deleted (objstore.ErrChanged,
 // transient: the next delivery looks again and scans the new one).
-func (p *Pipeline) removeInfected(ctx context.Context, j *job) (string, error) {
-	if q := p.cfg.QuarantineBucket; q != "" {
-		if err := objstore.CopyStatted(ctx, p.store, j.info, q, j.req.S3Key); err != nil {
+func (f *fetcher) removeInfected(ctx context.Context, j *job) (string, error) {
+	if q := f.cfg.QuarantineBucket; q != "" {
+		if err := objstore.CopyStatted(ctx, f.store, j.info, q, j.req.S3Key); err != nil {
 			return "", fmt.Errorf("copying to quarantine bucket %q: %w", q, err)
 		}
-		if err := objstore.DeleteStatted(ctx, p.store, j.info); err != nil {
+		if err := objstore.DeleteStatted(ctx, f.store, j.info); err != nil {
 			return "", fmt.Errorf("deleting quarantined original: %w", err)
 		}
 		return contracts.ActionQuarantined, nil
 	}
-	if err := objstore.DeleteStatted(ctx, p.store, j.info); err != nil {
+	if err := objstore.DeleteStatted(ctx, f.store, j.info); err != nil {
 		return "", fmt.Errorf("deleting infected object: %w", err)
 	}
 	return contracts.ActionDeleted, nil

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"net/url"
@@ -24,11 +25,11 @@ import (
 // a scratch path or a library's own words. The private one is the whole chain, for the operator: the
 // log line and the dead letter's Mw-Last-Error (ErrorDetail).
 //
-// A permanent failure is about the input or the request, and its chain was written for whoever sent it
-// (the request's bucket and key, the limit it broke, the transcoder's public message): it is its own
-// public sentence. A transient failure is about the worker and its dependencies: its text is whatever a
-// client library said ("Get \"http://10.0.0.5:9000/…\": dial tcp …"), so its sentence is chosen from
-// what failed (publicCause), never taken from the text.
+// The public sentence is set where the error is made (imgproxy's shape), never read back from the
+// error's text afterwards: a refusal the pipeline makes says its own words (refuse); a transformer's
+// refusal of the input carries the transcoder's message for people (classed); a failure of the worker
+// or a dependency gets, at its site, the sentence its types say (what failed: transient, causeSaid);
+// and an Error without one reads as the fixed internalError sentence.
 
 // Class says whether an error is worth retrying.
 type Class int
@@ -40,14 +41,15 @@ const (
 	Permanent
 )
 
-// Error is the one typed error of the pipeline: a stage, a class and the cause. Error() is the whole
-// chain, for the operator's log and the DLQ; Public() is what a person reads in the response.
+// Error is the one typed error of the pipeline: a stage, a class, the cause and the public sentence.
+// Error() is the whole chain, for the operator's log and the DLQ; Public() is what a person reads in
+// the response.
 type Error struct {
 	Class Class
 	Stage string // downloading, scanning, detecting, transforming, uploading, ...
 	Err   error
-	// Msg, when set, is the public sentence after the stage, instead of one derived from Err: for
-	// causes the pipeline itself can describe better than a classification (a stall, a short disk).
+	// Msg is the public sentence after the stage, set where the error is made and never derived from
+	// Err's text; "" reads as internalError.
 	Msg string
 }
 
@@ -56,20 +58,30 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Public is the response's error for e: "<stage>: <sentence>".
 func (e *Error) Public() string {
-	switch {
-	case e.Msg != "":
-		return e.Stage + ": " + e.Msg
-	case e.Class == Permanent:
-		return e.Error()
+	if e.Msg == "" {
+		return e.Stage + ": " + internalError
 	}
-	return e.Stage + ": " + publicCause(e.Stage, e.Err)
+	return e.Stage + ": " + e.Msg
 }
 
-func permanent(stage string, err error) *Error {
-	return &Error{Class: Permanent, Stage: stage, Err: err}
+// internalError is the public sentence of an error whose site gave none.
+const internalError = "internal error"
+
+// refuse is a permanent failure the pipeline describes itself: sentence is both its public words and,
+// after the stage, its chain.
+func refuse(stage, sentence string) *Error {
+	return &Error{Class: Permanent, Stage: stage, Err: errors.New(sentence), Msg: sentence}
 }
+
+// refusedBy is a permanent failure whose public words are sentence and whose cause is err.
+func refusedBy(stage, sentence string, err error) *Error {
+	return &Error{Class: Permanent, Stage: stage, Err: err, Msg: sentence}
+}
+
+// transient is a failure of the worker or a dependency in stage, said in the words its types choose
+// here, where it is made (causeSaid).
 func transient(stage string, err error) *Error {
-	return &Error{Class: Transient, Stage: stage, Err: err}
+	return &Error{Class: Transient, Stage: stage, Err: err, Msg: causeSaid(stage, err)}
 }
 
 // transientSaid is a transient error whose public sentence is msg.
@@ -84,6 +96,7 @@ func PublicMessage(err error) string {
 	var (
 		e  *Error
 		pe *contracts.ParseError
+		se *scanner.Error
 	)
 	switch {
 	case err == nil:
@@ -92,11 +105,14 @@ func PublicMessage(err error) string {
 		return e.Public()
 	case errors.As(err, &pe):
 		return err.Error()
+	case errors.As(err, &se) && se.Kind == scanner.LimitExceeded:
+		// A refusal in the words the scanner set where it refused (the scan API's 422).
+		return scanRefused(err).Msg
 	}
 	if s := err.Error(); plainSentence(s) {
 		return s
 	}
-	return publicCause("", err)
+	return causeSaid("", err)
 }
 
 // ErrorDetail is the private side of err: its whole chain (endpoints, scratch paths, a library's words)
@@ -129,9 +145,10 @@ var stageDependency = map[string]string{
 	"transforming":                 "a media tool",
 }
 
-// publicCause is the sentence for a transient failure of stage: what failed, in words a person who
-// sent the upload can read, chosen from the error's types, never copied from its text.
-func publicCause(stage string, err error) string {
+// causeSaid is the sentence for a transient failure of stage, chosen where the failure is made: what
+// failed, in words a person who sent the upload can read, chosen from the error's types and errnos,
+// never copied from its text.
+func causeSaid(stage string, err error) string {
 	dep := stageDependency[stage]
 	if dep == "" {
 		dep = "the worker"
@@ -181,28 +198,18 @@ func scannerSentence(k scanner.Kind) string {
 }
 
 // toolSentence describes a transform or probe that failed for a reason other than its input: the
-// transcoder's own name for the step, then what went wrong on the worker's side.
+// transcoder's own name for the step, then what went wrong on the worker's side, in the words the
+// transcoder set where it made the error (Words: ffmpeg reports the machine's failures only on its
+// stderr, which the transcoder reads) or, failing those, the cause's types.
 func toolSentence(te *transcoder.Error, err error) string {
 	what := "a media tool failed"
 	switch {
+	case te.Words != "":
+		what = te.Words
 	case notStarted(err):
 		what = "a media tool could not be started"
 	case diskSentence(err) != "":
 		what = diskSentence(err)
-	default:
-		// ffmpeg reports the machine's failures only on its stderr (transcoder's systemFailure).
-		for _, s := range []struct{ said, sentence string }{
-			{"No space left on device", "the scratch disk is full"},
-			{"Disk quota exceeded", "the scratch disk is full"},
-			{"Read-only file system", "the scratch disk is read-only"},
-			{"Input/output error", "the scratch disk failed (a read or write error)"},
-			{"Permission denied", "the worker may not write to its scratch directory"},
-		} {
-			if strings.Contains(err.Error(), s.said) {
-				what = s.sentence
-				break
-			}
-		}
 	}
 	if te.Msg != "" && plainSentence(te.Msg) && !strings.Contains(te.Msg, ": ") {
 		return te.Msg + ": " + what
@@ -312,3 +319,44 @@ type words struct{}
 
 func (words) Public(err error) string { return PublicMessage(err) }
 func (words) Detail(err error) string { return ErrorDetail(err) }
+
+// The refusals the pipeline's fetching makes, each in its own words.
+
+// emptyObject is the refusal of an upload of no bytes.
+const emptyObject = "object is empty (0 bytes)"
+
+// notFound refuses a request whose object is missing.
+func notFound(req contracts.Request) *Error {
+	return refuse("downloading", fmt.Sprintf("object %q not found in bucket %q", req.S3Key, req.S3Bucket))
+}
+
+// tooLargeInput refuses an upload over the input cap, saying both sizes.
+func tooLargeInput(e *objstore.TooLargeError) *Error {
+	return refusedBy("downloading",
+		fmt.Sprintf("input is too large: object is %s, limit is %s", objstore.FormatBytes(e.Size), objstore.FormatBytes(e.Limit)),
+		fmt.Errorf("input is too large: %w", e))
+}
+
+// storeRefused is a permanent refusal by the object store (objstore.IsPermanent), said by which one it
+// is: the store's own text (a status line, the bucket and key as it spelled them) stays in the chain.
+func storeRefused(stage string, err error) *Error {
+	sentence := "refused by the object store"
+	switch {
+	case errors.Is(err, objstore.ErrInvalidName):
+		sentence = "invalid bucket or key name"
+	case errors.Is(err, objstore.ErrNotFound):
+		sentence = "the object or its bucket was not found"
+	}
+	return refusedBy(stage, sentence, err)
+}
+
+// scanRefused is clamd's refusal to scan the upload in full (scanner.IsRefused), in the scanner's
+// public words (scanner.Error.Public, set where it refused).
+func scanRefused(err error) *Error {
+	sentence := "the file cannot be scanned"
+	var se *scanner.Error
+	if errors.As(err, &se) {
+		sentence += ": " + se.Public()
+	}
+	return refusedBy("scanning", sentence, fmt.Errorf("the file cannot be scanned: %w", err))
+}

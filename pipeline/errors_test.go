@@ -131,8 +131,9 @@ func TestGaveUpResponsesNameNoAddressPathOrChain(t *testing.T) {
 			return Deps{}
 		}, "gave up after 3 deliveries: transforming: writing high webp: the scratch disk is full", ""},
 		{"ffmpeg out of disk", func(t *testing.T, f *fixture) Deps {
-			// ffmpeg says so only on stderr.
-			f.images.err = &transcoder.Error{Msg: "transcoding video", Err: errors.New(
+			// ffmpeg says so only on stderr, which the transcoder reads and says in Words (its
+			// classifyFFmpeg: TestFFmpegSystemFailureWords).
+			f.images.err = &transcoder.Error{Msg: "transcoding video", Words: "the scratch disk is full", Err: errors.New(
 				"ffmpeg exited with status 1: [out#0/mp4 @ 0x55d0c0a8c2c0] Error writing trailer of file:" + f.cfg.TmpDir + "/video.mp4: No space left on device")}
 			f.note = "No space left on device"
 			return Deps{}
@@ -279,4 +280,15 @@ func TestErrorDetailKeepsTheToolsWords(t *testing.T) {
 // transcoderBadInputSaid is the transcoder's bad input with its tool's words in Detail.
 func transcoderBadInputSaid(msg, said string) error {
 	return &transcoder.Error{BadInput: true, Msg: msg, Detail: said}
+}
+
+// A clamd refusal that reaches PublicMessage bare (the scan API's 422) says what could not be scanned,
+// in the words the scanner set where it refused, and nothing of its cause's text.
+func TestPublicMessageOfAScanRefusal(t *testing.T) {
+	err := &scanner.Error{Kind: scanner.LimitExceeded, Op: "scanning stream", Err: errors.New("reply from /run/clamd.ctl"),
+		Words: "clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxRecursion"}
+	want := "the file cannot be scanned: scanning stream: over the scan limits: clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxRecursion"
+	if got := PublicMessage(fmt.Errorf("scanning: %w", err)); got != want {
+		t.Errorf("PublicMessage = %q, want %q", got, want)
+	}
 }

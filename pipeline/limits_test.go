@@ -85,7 +85,8 @@ func TestScratchPathsDoNotComeFromKeys(t *testing.T) {
 func TestScanRefusalIsPermanent(t *testing.T) {
 	f := newFixture(t)
 	f.scan.err = &scanner.Error{Kind: scanner.LimitExceeded, Op: "scanning stream",
-		Err: errString("clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxFileSize")}
+		Err:   errString("clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxFileSize"),
+		Words: "clamd could not scan the whole input: Heuristics.Limits.Exceeded.MaxFileSize"} // as scanner's parseReply makes it
 	out := f.run(t)
 	if out.Kind != Failed || !strings.Contains(out.Response.Error, "the file cannot be scanned") ||
 		!strings.Contains(out.Response.Error, "Heuristics.Limits.Exceeded.MaxFileSize") || f.images.called {

@@ -31,21 +31,6 @@ type VideoMemoryEstimator interface {
 // picture and libwebp's encoder.
 const defaultJobMemory = 48 << 20
 
-// estimateMemory is the job's expected peak, from what detection learned (the header, the probe).
-func (p *Pipeline) estimateMemory(j *job) int64 {
-	switch j.kind {
-	case Image:
-		if e, ok := p.images.(ImageMemoryEstimator); ok {
-			return e.EstimateMemory(j.input, j.recipe.Images)
-		}
-	case Video:
-		if e, ok := p.videos.(VideoMemoryEstimator); ok {
-			return e.EstimateMemory(j.probe)
-		}
-	}
-	return defaultJobMemory
-}
-
 // admit waits until the job's expected memory fits the budget, after detection (which read the
 // header or probed the video) and before the transform, the step that holds the memory. The job
 // keeps its slot while it waits, and its delivery stays alive: the lane sends InProgress for the
@@ -54,10 +39,11 @@ func (p *Pipeline) estimateMemory(j *job) int64 {
 // given back when the transform ends (transform), or at cleanup.
 func (p *Pipeline) admit(ctx context.Context, j *job) error {
 	budget := p.budgetFor(j.kind)
-	if budget == nil {
-		return nil
+	h, err := p.kinds.of(j)
+	if budget == nil || err != nil {
+		return nil // a kind without a handler is refused by transform
 	}
-	n := p.estimateMemory(j)
+	n := h.estimateMemory(j)
 	release, err := budget.Acquire(ctx, n)
 	if err != nil {
 		return transientSaid("waiting for memory", jobStopped, fmt.Errorf("admitting a job of %d bytes: %w", n, err))
@@ -66,12 +52,11 @@ func (p *Pipeline) admit(ctx context.Context, j *job) error {
 	return nil
 }
 
-// budgetFor is the budget a job of kind takes from: the video lane's own when there is one, so a
-// large encode (a 1080p one is estimated above the default budget, and runs alone in it) never holds
-// the image lane's memory, and lanes stay independent in bytes as they are in slots.
+// budgetFor is the budget a job of kind takes from: its kind's own when it has one (the video lane's:
+// kind_video.go), the shared one otherwise.
 func (p *Pipeline) budgetFor(kind MediaKind) MemoryBudget {
-	if kind == Video && p.videoMem != nil {
-		return p.videoMem
+	if h, ok := p.kinds[kind]; ok && h.budget() != nil {
+		return h.budget()
 	}
 	return p.memory
 }

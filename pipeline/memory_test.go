@@ -135,11 +135,11 @@ func TestMemoryBudgetPerLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Pipeline{memory: images, videoMem: videos}
+	p := &Pipeline{memory: images, kinds: kindHandlers(Deps{VideoMemory: videos})}
 	if p.budgetFor(Image) != images || p.budgetFor(Video) != videos {
 		t.Errorf("with a budget per lane, images and videos must each take from their own")
 	}
-	shared := &Pipeline{memory: images}
+	shared := &Pipeline{memory: images, kinds: kindHandlers(Deps{})}
 	if shared.budgetFor(Video) != images || shared.budgetFor(Image) != images {
 		t.Errorf("without a video budget, videos must take from the one budget")
 	}

@@ -140,21 +140,43 @@ func (c Config) Validate() error {
 	return validateRecipes(c.Recipes)
 }
 
-// Pipeline runs jobs. It is safe for concurrent use.
+// Pipeline runs jobs. It is safe for concurrent use. It runs the steps; each concept is its own type:
+// fetching and scanning the upload (fetcher: download.go, triage.go), what differs by kind (kinds.go),
+// storing the outputs (storer: outputs.go) and the memory of repeated bytes (reuser: reuse.go).
 type Pipeline struct {
+	cfg      Config
+	in       *fetcher
+	kinds    kinds // what differs by kind (kinds.go)
+	out      *storer
+	reuse    *reuser
+	observer Observer
+	now      func() time.Time
+	memory   MemoryBudget // the shared budget; a kind may have its own (kindHandler.budget)
+}
+
+// fetcher looks the upload up, downloads it, has clamd scan it and settles an infected one.
+type fetcher struct {
 	cfg      Config
 	store    objstore.Store
 	scanner  Scanner
-	images   ImageTransformer
-	videos   VideoTransformer
 	observer Observer
 	verdicts Verdicts
-	signURL  func(url, key string) string
 	now      func() time.Time
+}
 
-	reuse    Reuse
-	memory   MemoryBudget
-	videoMem MemoryBudget // the video lane's own budget; nil: videos take from memory too
+// storer puts a job's outputs into the store and names their URLs.
+type storer struct {
+	cfg     Config
+	store   objstore.Store
+	signURL func(url, key string) string
+}
+
+// reuser is the memory of repeated bytes (reuse.go).
+type reuser struct {
+	cfg   Config
+	reuse Reuse // nil: off
+	store objstore.Store
+	out   *storer // the URLs of copied outputs
 }
 
 // Deps are the capabilities a pipeline composes.
@@ -187,9 +209,17 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 	if d.Store == nil || d.Scanner == nil || d.Images == nil || d.Videos == nil {
 		return nil, errors.New("pipeline needs a store, a scanner and both transformers")
 	}
-	return &Pipeline{cfg: cfg, store: d.Store, scanner: d.Scanner, images: d.Images, videos: d.Videos,
-		observer: d.Observer, verdicts: d.Verdicts, signURL: d.SignURL, now: time.Now,
-		reuse: d.Reuse, memory: d.Memory, videoMem: d.VideoMemory}, nil
+	out := &storer{cfg: cfg, store: d.Store, signURL: d.SignURL}
+	return &Pipeline{
+		cfg:      cfg,
+		in:       &fetcher{cfg: cfg, store: d.Store, scanner: d.Scanner, observer: d.Observer, verdicts: d.Verdicts, now: time.Now},
+		kinds:    kindHandlers(d),
+		out:      out,
+		reuse:    &reuser{cfg: cfg, reuse: d.Reuse, store: d.Store, out: out},
+		observer: d.Observer,
+		now:      time.Now,
+		memory:   d.Memory,
+	}, nil
 }
 
 // job is the state that flows through the steps of one request.
@@ -209,13 +239,15 @@ type job struct {
 	done     bool      // answered before the last step (reused): the steps after are skipped
 	dir      string    // scratch dir, removed at the end
 	input    string    // dir/input
-	head     *headCopy // the input's first bytes, kept as they were downloaded (detect sniffs them)
+	head     *headCopy // the input's first bytes, kept as they were downloaded (sniff reads them)
+	sniffed  *sniffed  // what the upload is, sniffed once (sniff.go)
 	info     objstore.Info
 	mime     string
 	kind     MediaKind
 	probe    *transcoder.VideoProbe // a video's description, from detection
 	probing  *pendingProbe          // a video's probe, started beside the scan (probe.go)
 	scanned  chan scanResult        // clamd's verdict on the downloaded bytes
+	made     made                   // what the transform made (or the reuse memory recalled): response.go
 	outs     []output               // files the transform made, uploaded by the next step
 	memory   func()                 // gives back the memory admit took (memory.go)
 	out      Outcome
@@ -259,10 +291,10 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 	if contracts.ValidateMediaURL(req.MediaURL) != nil {
 		// Every answer's originalUrl is a URI, and one the contract allows: without one from the
 		// request, the object's own URL, in the form its variants' URLs take.
-		req.MediaURL = p.url(req.S3Bucket, req.S3Key)
+		req.MediaURL = p.out.url(req.S3Bucket, req.S3Key)
 	}
 	j := &job{req: req, lane: lane, keys: contracts.KeysFor(req)}
-	j.recipe, _ = p.recipe(req) // an unknown one is refused by the first step (stat) before any work
+	j.recipe, _ = p.cfg.recipe(req) // an unknown one is refused by the first step (stat) before any work
 	j.ctx, j.cancel = context.WithCancel(ctx)
 	j.out = Outcome{Kind: Success, Response: newResponse(req)}
 	defer j.cleanup()
@@ -270,7 +302,7 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 	steps := []step{
 		{"preparing", fetching, p.prepare},
 		{"checking", fetching, p.check},
-		{"downloading", fetching, p.download},
+		{"downloading", fetching, p.in.download},
 		{"scanning", fetching, p.scan},
 		{"detecting", fetching, p.detect},
 		{"waiting for memory", admitting, p.admit},
@@ -302,12 +334,15 @@ func (p *Pipeline) Process(ctx context.Context, req contracts.Request, lane Medi
 		if err != nil {
 			return p.fail(j, err)
 		}
-		if j.out.Kind != Success || j.done { // infected, routed to the other lane, or reused
-			p.rememberReuse(pctx, j)
+		if j.out.Kind != Success { // infected, or routed to the other lane
 			return j.out
 		}
+		if j.done { // reused
+			break
+		}
 	}
-	p.rememberReuse(pctx, j)
+	j.respond()
+	p.reuse.remember(pctx, j)
 	return j.out
 }
 
@@ -338,7 +373,7 @@ func (p *Pipeline) enter(j *job, ph phase) (context.Context, time.Duration) {
 	}
 	ctx, cancel := context.WithTimeoutCause(j.ctx, p.cfg.MaxTransformTime, ErrJobTimeout)
 	j.endPhase = cancel
-	if j.kind == Video {
+	if h, ok := p.kinds[j.kind]; ok && h.watched() {
 		wctx, stop := watch(ctx, p.cfg.JobTimeout)
 		ctx, j.endPhase = wctx, func() { stop(); cancel() }
 	}
@@ -432,7 +467,7 @@ func (p *Pipeline) prepare(ctx context.Context, j *job) error {
 // check refuses what is missing or over the input cap before a byte is downloaded, and waits (as a
 // transient failure) when the scratch disk cannot hold the job.
 func (p *Pipeline) check(ctx context.Context, j *job) error {
-	info, err := p.stat(ctx, j)
+	info, err := p.in.stat(ctx, j)
 	if err != nil || j.out.Kind != Success {
 		return err
 	}
@@ -451,17 +486,10 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 	return nil
 }
 
+// detect takes what the upload is (sniffed once: sniff.go), routes it when it is not this lane's
+// kind, and has its kind's handler check it.
 func (p *Pipeline) detect(ctx context.Context, j *job) error {
-	var (
-		mime string
-		kind MediaKind
-		err  error
-	)
-	if j.head != nil && int64(len(j.head.buf)) == min(j.info.Size, sniffBytes) {
-		mime, kind, err = DetectBytes(j.head.buf) // what Detect would read back from the file
-	} else {
-		mime, kind, err = Detect(j.input)
-	}
+	mime, kind, err := j.sniff()
 	if err != nil {
 		return err
 	}
@@ -472,44 +500,25 @@ func (p *Pipeline) detect(ctx context.Context, j *job) error {
 		j.out = Routed(kind, mime)
 		return nil
 	}
-	if kind != Video {
-		return p.checkMetadata(j)
-	}
-	// The probe's duration is what the encode's CPU budget follows (transcoder's cpuBudget).
-	probe, err := p.probeVideo(ctx, j)
+	h, err := p.kinds.of(j)
 	if err != nil {
-		if transcoder.IsBadInput(err) {
-			return permanent("probing", err)
-		}
-		return transient("probing", err)
+		return nil // refused by transform, as before
 	}
-	j.probe = probe
-	return nil
+	return h.check(ctx, j)
 }
 
 func (p *Pipeline) transform(ctx context.Context, j *job) error {
 	defer j.releaseMemory() // the outputs are files now: uploading them holds no pictures
+	h, err := p.kinds.of(j)
+	if err != nil {
+		return err
+	}
 	// The outputs go next to the input: the transformers use fixed names that cannot be "input", and
 	// a directory less per job is a mkdir and rmdir less (measurable at hundreds of jobs a second).
-	outDir := j.dir
-	var (
-		outs []output
-		err  error
-	)
-	switch j.kind {
-	case Image:
-		outs, err = p.transformImage(ctx, j, outDir)
-	case Video:
-		outs, err = p.transformVideo(ctx, j, outDir)
-	default:
-		return permanent("transforming", fmt.Errorf("unsupported media type: %s", j.mime))
-	}
+	m, err := h.transform(ctx, j, j.dir)
 	if err != nil {
-		if transcoder.IsBadInput(err) {
-			return permanent("transforming", err)
-		}
-		return transient("transforming", err)
+		return classed("transforming", err)
 	}
-	j.outs = outs
+	j.made, j.outs = m, m.outs
 	return nil
 }

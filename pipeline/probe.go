@@ -29,22 +29,17 @@ type probeResult struct {
 	err   error
 }
 
-// startProbe starts probing the downloaded file if its head says it is a video this job's lane
-// transforms. Anything else (an image, a type we refuse, a video in the image lane, which detect
-// routes) is left to detect, as before.
-func (p *Pipeline) startProbe(ctx context.Context, j *job) {
-	if j.lane == Image {
-		return
-	}
-	if _, kind, err := Detect(j.input); err != nil || kind != Video {
-		return
-	}
+// startProbe starts probing the downloaded file, which its head (sniffed once: job.sniff) says is a
+// video this job's lane transforms. Anything else (an image, a type we refuse, a video in the image
+// lane, which detect routes) is left to detect, as before: Pipeline.scan calls the handler of the
+// sniffed kind only, and only in its own lane.
+func (h videoHandler) startProbe(ctx context.Context, j *job) {
 	pctx, cancel := context.WithCancel(ctx)
 	pp := &pendingProbe{cancel: cancel, done: make(chan probeResult, 1)}
 	go func() {
 		sctx, span := tracing.Tracer().Start(pctx, "probing")
 		defer span.End()
-		pr, err := p.videos.Probe(sctx, j.input)
+		pr, err := h.videos.Probe(sctx, j.input)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
@@ -54,10 +49,10 @@ func (p *Pipeline) startProbe(ctx context.Context, j *job) {
 }
 
 // probeVideo returns the probe started beside the scan, or probes now if none was.
-func (p *Pipeline) probeVideo(ctx context.Context, j *job) (*transcoder.VideoProbe, error) {
+func (h videoHandler) probeVideo(ctx context.Context, j *job) (*transcoder.VideoProbe, error) {
 	pp := j.probing
 	if pp == nil {
-		return p.videos.Probe(ctx, j.input)
+		return h.videos.Probe(ctx, j.input)
 	}
 	j.probing = nil
 	defer pp.cancel()

@@ -45,22 +45,24 @@ type StoryboardMaker interface {
 
 // recipe returns the recipe a request names, or a refusal naming the recipes this worker knows. The
 // refusal is the request's (a contracts.ParseError): answered at once, never retried, nothing uploaded.
-func (p *Pipeline) recipe(req contracts.Request) (Recipe, error) {
+func (c Config) recipe(req contracts.Request) (Recipe, error) {
 	name := req.RecipeName()
-	if r, ok := p.cfg.Recipes[name]; ok {
+	if r, ok := c.Recipes[name]; ok {
 		return r, nil
 	}
 	if name == contracts.DefaultRecipe {
 		return Recipe{Name: name}, nil
 	}
 	return Recipe{}, &contracts.ParseError{Field: "recipe", Correlatable: true,
-		Reason: fmt.Sprintf("%q is not a recipe of this worker; it knows %s", name, strings.Join(p.RecipeNames(), ", "))}
+		Reason: fmt.Sprintf("%q is not a recipe of this worker; it knows %s", name, strings.Join(c.recipeNames(), ", "))}
 }
 
 // RecipeNames lists the recipes requests may name, default first.
-func (p *Pipeline) RecipeNames() []string {
+func (p *Pipeline) RecipeNames() []string { return p.cfg.recipeNames() }
+
+func (c Config) recipeNames() []string {
 	names := []string{contracts.DefaultRecipe}
-	for n := range p.cfg.Recipes {
+	for n := range c.Recipes {
 		if n != contracts.DefaultRecipe {
 			names = append(names, n)
 		}

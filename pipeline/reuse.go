@@ -78,36 +78,36 @@ const sharedScope = "_shared"
 
 // reuseKey is the memory's key of the job's upload, "" when reuse is off. The bucket is part of it
 // unless reuse is shared across buckets; the signature version is not: every upload is scanned.
-func (p *Pipeline) reuseKey(j *job) string {
-	if p.reuse == nil || j.sha256 == "" {
+func (m *reuser) reuseKey(j *job) string {
+	if m.reuse == nil || j.sha256 == "" {
 		return ""
 	}
 	scope := j.req.S3Bucket
-	if p.cfg.ReuseAcrossBuckets {
+	if m.cfg.ReuseAcrossBuckets {
 		scope = sharedScope
 	}
-	return j.sha256 + "." + j.recipe.Name + "-" + p.cfg.ReuseFingerprint + "." + scope
+	return j.sha256 + "." + j.recipe.Name + "-" + m.cfg.ReuseFingerprint + "." + scope
 }
 
-// recallReuse answers a clean job from the memory when its upload was seen before: copies the
-// remembered outputs to the request's keys and fills the answer (j.out, j.done). Anything short of
+// recall answers a clean job from the memory when its upload was seen before: copies the
+// remembered outputs to the request's keys and gathers the answer (j.made, j.done; respond builds it). Anything short of
 // that (a miss, an entry that cannot be read, an output gone, replaced or unreadable) leaves the job
 // to be transformed; it never fails the job.
-func (p *Pipeline) recallReuse(ctx context.Context, j *job) {
-	j.reuseKey = p.reuseKey(j)
+func (m *reuser) recall(ctx context.Context, j *job) {
+	j.reuseKey = m.reuseKey(j)
 	if j.reuseKey == "" {
 		return
 	}
-	r, err := p.reuse.Lookup(ctx, j.reuseKey)
+	r, err := m.reuse.Lookup(ctx, j.reuseKey)
 	if err != nil || r == nil {
 		reuseMissed(ctx, "the memory cannot be read", err)
 		return // a memory that cannot be read is no reason to fail: the job is done the long way
 	}
-	if len(r.Outputs) == 0 || (!p.cfg.ReuseAcrossBuckets && r.Bucket != j.req.S3Bucket) {
+	if len(r.Outputs) == 0 || (!m.cfg.ReuseAcrossBuckets && r.Bucket != j.req.S3Bucket) {
 		reuseMissed(ctx, "the entry is not this bucket's", nil)
 		return
 	}
-	processed, err := p.copyReused(ctx, j, r)
+	processed, err := m.copyReused(ctx, j, r)
 	if err != nil {
 		reuseMissed(ctx, "a remembered output cannot be handed out", err)
 		return // made again by the next steps, over whatever the copies left at the request's keys
@@ -120,10 +120,7 @@ func (p *Pipeline) recallReuse(ctx context.Context, j *job) {
 	}
 	md.MIME = orString(md.MIME, j.mime)
 	md.SHA256, md.Reused = j.sha256, true
-	j.out.Response.Metadata = &md
-	j.out.Response.Processed = processed
-	j.out.Response.Warnings = append(j.out.Response.Warnings, r.Warnings...)
-	j.out.Response.Success = true
+	j.made = made{metadata: &md, processed: processed, warnings: r.Warnings}
 }
 
 // errReplaced says a remembered output's key no longer holds the bytes the worker stored there.
@@ -131,14 +128,14 @@ var errReplaced = errors.New("the remembered output was replaced since")
 
 // copyReused copies every remembered output to the request's keys, each only as the version the
 // worker stored (its Tag) and only that version (CopyStatted); it returns the listed variants.
-func (p *Pipeline) copyReused(ctx context.Context, j *job, r *Reused) ([]contracts.Variant, error) {
+func (m *reuser) copyReused(ctx context.Context, j *job, r *Reused) ([]contracts.Variant, error) {
 	var processed []contracts.Variant
 	for _, o := range r.Outputs {
 		key, err := reusedKey(o, j.keys)
 		if err != nil {
 			return nil, err
 		}
-		info, err := p.store.Stat(ctx, r.Bucket, o.Key)
+		info, err := m.store.Stat(ctx, r.Bucket, o.Key)
 		if err != nil {
 			return nil, fmt.Errorf("looking up %s/%s: %w", r.Bucket, o.Key, err)
 		}
@@ -150,14 +147,14 @@ func (p *Pipeline) copyReused(ctx context.Context, j *job, r *Reused) ([]contrac
 			return nil, fmt.Errorf("%s/%s: %w (tag %q, remembered %q; content type %q, remembered %q)",
 				r.Bucket, o.Key, errReplaced, info.Tag, o.Tag, info.ContentType, o.ContentType)
 		}
-		if err := objstore.CopyStatted(ctx, p.store, info, j.req.S3Bucket, key); err != nil {
+		if err := objstore.CopyStatted(ctx, m.store, info, j.req.S3Bucket, key); err != nil {
 			return nil, fmt.Errorf("copying %s/%s: %w", r.Bucket, o.Key, err)
 		}
 		if o.Variant.Format == "" {
 			continue
 		}
 		v := o.Variant
-		v.URL = p.url(j.req.S3Bucket, key)
+		v.URL = m.out.url(j.req.S3Bucket, key)
 		processed = append(processed, v)
 	}
 	return processed, nil
@@ -173,10 +170,10 @@ func reuseMissed(ctx context.Context, why string, err error) {
 	span.RecordError(err)
 }
 
-// rememberReuse stores what a successful job became, for the next upload of the same bytes. A job
+// remember stores what a successful job became, for the next upload of the same bytes. A job
 // whose outputs' Tags are not all known is not remembered (they could never be proven). A write
 // that fails costs only the next upload's rework.
-func (p *Pipeline) rememberReuse(ctx context.Context, j *job) {
+func (m *reuser) remember(ctx context.Context, j *job) {
 	if j.reuseKey == "" || j.reused || j.out.Kind != Success || !j.out.Response.Success {
 		return
 	}
@@ -194,7 +191,7 @@ func (p *Pipeline) rememberReuse(ctx context.Context, j *job) {
 		r.Metadata = &c
 	}
 	r.Warnings = j.out.Response.Warnings
-	_ = p.reuse.Remember(context.WithoutCancel(ctx), j.reuseKey, r)
+	_ = m.reuse.Remember(context.WithoutCancel(ctx), j.reuseKey, r)
 }
 
 func orString(s, def string) string {

@@ -17,7 +17,7 @@ func (noReuse) Remember(context.Context, string, Reused) error  { return nil }
 // signatures are no part of it (every upload is scanned).
 func TestReuseKeyScope(t *testing.T) {
 	key := func(shared bool, bucket string) string {
-		p := &Pipeline{reuse: noReuse{}, cfg: Config{ReuseFingerprint: "f1", ReuseAcrossBuckets: shared}}
+		p := &reuser{reuse: noReuse{}, cfg: Config{ReuseFingerprint: "f1", ReuseAcrossBuckets: shared}}
 		return p.reuseKey(&job{sha256: "ab12", recipe: Recipe{Name: contracts.DefaultRecipe}, req: contracts.Request{S3Bucket: bucket}})
 	}
 	if a, b := key(false, "tenant-a"), key(false, "tenant-b"); a == b {
@@ -32,7 +32,7 @@ func TestReuseKeyScope(t *testing.T) {
 	if got, want := key(false, "tenant-a"), "ab12."+contracts.DefaultRecipe+"-f1.tenant-a"; got != want {
 		t.Errorf("key %q, want %q", got, want)
 	}
-	p := &Pipeline{cfg: Config{}}
+	p := &reuser{cfg: Config{}}
 	if k := p.reuseKey(&job{sha256: "ab12"}); k != "" {
 		t.Errorf("reuse off, key %q", k)
 	}

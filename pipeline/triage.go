@@ -33,7 +33,7 @@ func (p *Pipeline) triage(j *job) Outcome {
 		}
 		return err
 	}
-	info, err := p.stat(j.ctx, j)
+	info, err := p.in.stat(j.ctx, j)
 	if err != nil {
 		return p.fail(j, stopped(err))
 	}
@@ -41,10 +41,10 @@ func (p *Pipeline) triage(j *job) Outcome {
 		return j.out
 	}
 	// The version the stat found, without a second lookup where the store can (objstore.StattedGetter).
-	head, err := objstore.ReadHeadStatted(j.ctx, p.store, info, SniffBytes)
+	head, err := objstore.ReadHeadStatted(j.ctx, p.in.store, info, SniffBytes)
 	if err != nil {
 		if objstore.IsPermanent(err) {
-			return p.fail(j, permanent("downloading", err))
+			return p.fail(j, storeRefused("downloading", err))
 		}
 		return p.fail(j, stopped(transient("downloading", err)))
 	}
@@ -61,38 +61,38 @@ func (p *Pipeline) triage(j *job) Outcome {
 // stat looks the object up and refuses what is not an upload (see notAnInput), missing, empty or over
 // the input cap. A missing object whose verdict is remembered was infected and removed on an earlier
 // delivery: j.out says so again. Triage and the lanes both start here.
-func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
-	if err := p.notAnInput(j.req, objstore.Info{}); err != nil {
+func (f *fetcher) stat(ctx context.Context, j *job) (objstore.Info, error) {
+	if err := f.notAnInput(j.req, objstore.Info{}); err != nil {
 		return objstore.Info{}, err // before the store is asked anything
 	}
-	info, err := p.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
+	info, err := f.store.Stat(ctx, j.req.S3Bucket, j.req.S3Key)
 	switch {
 	case err == nil:
 	case errors.Is(err, objstore.ErrInvalidName):
 		// Before "not found", which a read of an impossible name also matches: the name is the cause.
-		return info, permanent("downloading", err)
+		return info, storeRefused("downloading", err)
 	case errors.Is(err, objstore.ErrNotFound):
-		if ev, rerr := p.recall(ctx, j.req); rerr != nil {
+		if ev, rerr := f.recall(ctx, j.req); rerr != nil {
 			return info, transient("recalling an earlier verdict", rerr)
 		} else if ev != nil {
 			j.out = infectedOutcome(j.req, *ev)
 			return info, nil
 		}
-		return info, permanent("downloading", fmt.Errorf("object %q not found in bucket %q", j.req.S3Key, j.req.S3Bucket))
+		return info, notFound(j.req)
 	case objstore.IsPermanent(err):
-		return info, permanent("downloading", err)
+		return info, storeRefused("downloading", err)
 	default:
 		return info, transient("downloading", err)
 	}
 	info.Bucket, info.Key = j.req.S3Bucket, j.req.S3Key // what the download reads, whatever the store filled in
-	if err := p.notAnInput(j.req, info); err != nil {
+	if err := f.notAnInput(j.req, info); err != nil {
 		return info, err
 	}
-	if info.Size > p.cfg.MaxInputBytes {
-		return info, permanent("downloading", fmt.Errorf("input is too large: %w", &objstore.TooLargeError{Size: info.Size, Limit: p.cfg.MaxInputBytes}))
+	if info.Size > f.cfg.MaxInputBytes {
+		return info, tooLargeInput(&objstore.TooLargeError{Size: info.Size, Limit: f.cfg.MaxInputBytes})
 	}
 	if info.Size == 0 {
-		return info, permanent("downloading", errors.New("object is empty (0 bytes)"))
+		return info, refuse("downloading", emptyObject)
 	}
 	return info, nil
 }
@@ -102,11 +102,11 @@ func (p *Pipeline) stat(ctx context.Context, j *job) (objstore.Info, error) {
 // "quarantined"), or, once info is known, an object the worker uploaded as a variant (an API that
 // requests every new object of a bucket would otherwise feed the worker its own outputs, three more for
 // each, for ever). The refusal is a request's (contracts.ParseError): answered, never retried.
-func (p *Pipeline) notAnInput(req contracts.Request, info objstore.Info) error {
-	if _, err := p.recipe(req); err != nil {
+func (f *fetcher) notAnInput(req contracts.Request, info objstore.Info) error {
+	if _, err := f.cfg.recipe(req); err != nil {
 		return err // a recipe this worker does not know: nothing to make, so nothing is fetched
 	}
-	if q := p.cfg.QuarantineBucket; q != "" && req.S3Bucket == q {
+	if q := f.cfg.QuarantineBucket; q != "" && req.S3Bucket == q {
 		return &contracts.ParseError{Field: "s3Bucket", Correlatable: true,
 			Reason: fmt.Sprintf("is the worker's quarantine bucket %q: quarantined files are never processed again", q)}
 	}

@@ -30,22 +30,22 @@ func mp4RenditionKey(k contracts.OutputKeys, name string) string {
 	return strings.TrimSuffix(k.Video(), ".mp4") + "_" + name + ".mp4"
 }
 
-// videoRecipeOutputs makes what the job's recipe asks of a video beyond the MP4 and poster: MP4
+// recipeOutputs makes what the job's recipe asks of a video beyond the MP4 and poster: MP4
 // renditions (each listed in the answer as {quality: <name>, format: mp4}, e.g. 720p) and an HLS
 // ladder (its master playlist listed in the answer, every file uploaded, playlists last), in one run
 // that decodes the video once, and a storyboard (the sprite, then its VTT).
-func (p *Pipeline) videoRecipeOutputs(ctx context.Context, j *job, outDir string) ([]output, error) {
+func (h videoHandler) recipeOutputs(ctx context.Context, j *job, outDir string) ([]output, error) {
 	vr := j.recipe.Video
 	var outs []output
 	var ladder *transcoder.LadderResult
 	switch {
 	case vr.MP4 != nil || vr.HLS != nil:
-		rm, ok := p.videos.(RenditionMaker)
+		rm, ok := h.videos.(RenditionMaker)
 		if !ok && vr.MP4 != nil {
 			return nil, errors.New("this video transformer makes no mp4 renditions")
 		}
 		if !ok {
-			lm, ok := p.videos.(LadderMaker)
+			lm, ok := h.videos.(LadderMaker)
 			if !ok {
 				return nil, errors.New("this video transformer makes no HLS ladder")
 			}
@@ -56,7 +56,7 @@ func (p *Pipeline) videoRecipeOutputs(ctx context.Context, j *job, outDir string
 			ladder = &res
 			break
 		}
-		// The job's MP4 is made (transformVideo) before: a rendition of its size is that file, linked.
+		// The job's MP4 is made (transform) before: a rendition of its size is that file, linked.
 		res, err := rm.Renditions(ctx, j.probe, outDir, transcoder.RenditionsSpec{MP4: vr.MP4, HLS: vr.HLS, ReuseMP4: true})
 		if err != nil {
 			return nil, err
@@ -86,7 +86,7 @@ func (p *Pipeline) videoRecipeOutputs(ctx context.Context, j *job, outDir string
 		}
 	}
 	if spec := vr.Storyboard; spec != nil {
-		sm, ok := p.videos.(StoryboardMaker)
+		sm, ok := h.videos.(StoryboardMaker)
 		if !ok {
 			return nil, errors.New("this video transformer makes no storyboard")
 		}

@@ -52,6 +52,9 @@ type Error struct {
 	Kind Kind
 	Op   string // what was being done, e.g. "scanning stream"
 	Err  error  // the cause; may be nil
+	// Words is the cause in words for the person who sent the upload, set where the error is made (a
+	// refusal: what clamd could not scan, and why); "" when there are none. Public reads it, never Err.
+	Words string
 }
 
 // Error reads as "<op>: <kind>: <cause>", e.g.
@@ -63,6 +66,20 @@ func (e *Error) Error() string {
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Public is what a person who sent the upload may read of e: "<op>: <kind>[: <words>]", with the
+// words set where e was made and nothing of its cause's text (an address, a socket path, clamd's
+// reply).
+func (e *Error) Public() string {
+	msg := e.Kind.String()
+	if e.Op != "" {
+		msg = e.Op + ": " + msg
+	}
+	if e.Words != "" {
+		msg += ": " + e.Words
 	}
 	return msg
 }

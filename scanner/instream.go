@@ -118,8 +118,8 @@ func (s *Scanner) Scan(ctx context.Context, r io.Reader, size int64) (Verdict, e
 // connectFor refuses an input over MaxStreamBytes before connecting, and otherwise dials clamd.
 func (s *Scanner) connectFor(ctx context.Context, op string, size int64) (*conn, error) {
 	if size > s.cfg.MaxStreamBytes {
-		return nil, &Error{Kind: LimitExceeded, Op: op,
-			Err: fmt.Errorf("input is %d bytes, over the %d-byte scan limit", size, s.cfg.MaxStreamBytes)}
+		words := fmt.Sprintf("input is %d bytes, over the %d-byte scan limit", size, s.cfg.MaxStreamBytes)
+		return nil, &Error{Kind: LimitExceeded, Op: op, Err: errors.New(words), Words: words}
 	}
 	return s.dial(ctx, op)
 }

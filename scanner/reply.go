@@ -72,7 +72,8 @@ func parseVerdict(line, op string, cut func(string) (string, bool)) (Verdict, *E
 	}
 	if line == sizeLimitReply {
 		return Verdict{}, &Error{Kind: LimitExceeded, Op: op,
-			Err: errors.New("clamd: INSTREAM size limit exceeded (the input is larger than clamd's StreamMaxLength)")}
+			Err:   errors.New("clamd: INSTREAM size limit exceeded (the input is larger than clamd's StreamMaxLength)"),
+			Words: "the input is larger than the virus scanner's stream limit (StreamMaxLength)"}
 	}
 	rest, ok := cut(line)
 	if !ok {
@@ -89,7 +90,8 @@ func parseVerdict(line, op string, cut func(string) (string, bool)) (Verdict, *E
 		if name == limitsHeuristic || strings.HasPrefix(name, limitsHeuristic+".") {
 			// AlertExceedsMax: clamd stopped before the end of the input. What it did not scan is
 			// unknown, so this is a refusal; reporting it as a virus would delete a good upload.
-			return Verdict{}, &Error{Kind: LimitExceeded, Op: op, Err: fmt.Errorf("clamd could not scan the whole input: %s", name)}
+			words := "clamd could not scan the whole input: " + name // name passed the checks above: no control characters
+			return Verdict{}, &Error{Kind: LimitExceeded, Op: op, Err: errors.New(words), Words: words}
 		}
 		return Verdict{Infected: true, Signature: name}, nil
 	case strings.HasSuffix(rest, errorSuffix):

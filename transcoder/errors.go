@@ -13,6 +13,11 @@ type Error struct {
 	// Detail is what a library said about the input, for the operator's log; it is not part of
 	// Error(), which a person who uploaded the file reads and which must not carry library internals.
 	Detail string
+	// Words, for an internal failure, is what failed on the worker's side in words for people (the
+	// scratch disk is full), set where the error is made: a tool's failure of the machine shows only
+	// in its stderr, which the transcoder reads and nobody after it may (no public text is derived
+	// from a tool's words). "" when the site could not tell.
+	Words string
 	// cause is the failure Detail describes, kept for Unwrap (errors.As finds the tool's error)
 	// without putting its words in Error().
 	cause error

@@ -472,7 +472,7 @@ func (v *Videos) EstimateMemory(pr *VideoProbe) int64 {
 	if pr == nil {
 		return ffmpegBaseBytes
 	}
-	return estimateVideo(pr.Info.Width, pr.Info.Height, pr.Info.HDR != "", v.cfg.Threads, v.canRemux(pr.p))
+	return estimateVideo(pr.Info.Width, pr.Info.Height, pr.Info.HDR != "", v.cfg.Threads, canRemux(&v.cfg, pr.p))
 }
 
 // estimateVideo is EstimateMemory's arithmetic.

@@ -13,7 +13,7 @@ import (
 
 // Animations libvips 8.14 cannot read are decoded by ffmpeg: an APNG (libvips' PNG loader reads its
 // default image only) and an AVIF image sequence (libheif 1.15 reads still items only, and a
-// sequence may have none). ffmpeg runs exactly as it does for videos (Videos.run: prlimit's memory,
+// sequence may have none). ffmpeg runs exactly as it does for videos (toolRunner.run: prlimit's memory,
 // CPU-time and file-size limits, its own process group, the job's directory), reads the upload with
 // one demuxer only, and writes every frame, shrunk to the recipe's decode size (the high variant's
 // in the default recipe), as a lossless animated WebP (animationFile) whose frame durations are the
@@ -135,8 +135,8 @@ func (v *Videos) decodeAnimation(ctx context.Context, src, dst, demuxers string,
 		"-c:v", "libwebp_anim", "-lossless", "1", "-compression_level", "0", "-loop", "0",
 		"-f", "webp", "-y", "file:" + dst,
 	}
-	if err := v.run(ctx, filepath.Dir(dst), v.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
-		return v.classifyFFmpeg(ctx, decodeAnimationStep, err)
+	if err := v.tools.run(ctx, filepath.Dir(dst), v.tools.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
+		return v.tools.classifyFFmpeg(ctx, decodeAnimationStep, err)
 	}
 	return nil
 }

@@ -29,9 +29,31 @@ type probed struct {
 	streams     int    // all streams, including ones we drop
 }
 
+// prober describes uploads with ffprobe (Videos.Probe) and checks them against the limits.
+type prober struct {
+	cfg   VideoConfig
+	tools *toolRunner
+}
+
+// describe is Probe: ffprobe's description of the file at path, checked against the limits.
+func (pb *prober) describe(ctx context.Context, path string) (*VideoProbe, error) {
+	src, st, err := regularFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pb.probe(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := pb.checkLimits(p); err != nil {
+		return nil, err
+	}
+	return &VideoProbe{Info: p.info, p: p, path: src, size: st.Size(), mtime: st.ModTime()}, nil
+}
+
 // probe runs ffprobe on path. A file ffprobe cannot read (including containers outside the
 // whitelist) is bad input; so is one without a video stream.
-func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
+func (pb *prober) probe(ctx context.Context, path string) (probed, error) {
 	mc, isMP4 := readMP4Content(path)
 	// An encrypted MP4 whose index holds no video track (a DRM audio track or init segment) is
 	// refused for having no video, as it would be decrypted; should ffprobe find a video stream in
@@ -48,7 +70,7 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 		"file:" + path,
 	}
 	stdout := &limitedBuffer{max: maxProbeOutput}
-	if err := v.run(ctx, filepath.Dir(path), v.ffprobe, args, stdout, min(probeCPUTime, v.cfg.MaxCPUTime)); err != nil {
+	if err := pb.tools.run(ctx, filepath.Dir(path), pb.tools.ffprobe, args, stdout, min(probeCPUTime, pb.cfg.MaxCPUTime)); err != nil {
 		if ctx.Err() != nil {
 			return probed{}, fmt.Errorf("probing video: %w", ctx.Err())
 		}
@@ -56,10 +78,10 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 		if !errors.As(err, &te) {
 			return probed{}, internal("probing video", err)
 		}
-		if lerr := v.limitError("probing video", te); lerr != nil {
+		if lerr := pb.tools.limitError("probing video", te); lerr != nil {
 			return probed{}, lerr
 		}
-		if te.exitCode > 0 && !te.systemFailure() {
+		if te.exitCode > 0 && te.systemFailure() == "" {
 			if cutBeforeIndex(path) {
 				// ffprobe only says "moov atom not found", and "not a supported video" would send
 				// the person looking for a format problem when the upload simply stopped short.
@@ -67,7 +89,9 @@ func (v *Videos) probe(ctx context.Context, path string) (probed, error) {
 			}
 			return probed{}, badInputSaid("not a supported video ("+supportedVideos+")", err)
 		}
-		return probed{}, internal("probing video", err)
+		e := internal("probing video", err)
+		e.Words = te.systemFailure()
+		return probed{}, e
 	}
 	if stdout.overflow {
 		return probed{}, badInput("probing video", errors.New("ffprobe described more than 1 MiB of streams"))
@@ -243,19 +267,19 @@ func containerName(formatName, brand string, codecs []string) string {
 }
 
 // checkLimits refuses inputs over the duration or frame size limit.
-func (v *Videos) checkLimits(p probed) error {
+func (pb *prober) checkLimits(p probed) error {
 	i := p.info
 	if i.Width <= 0 || i.Height <= 0 {
 		return badInput("the video stream has no frame size", nil)
 	}
-	if px := int64(i.Width) * int64(i.Height); px > v.cfg.MaxPixels {
+	if px := int64(i.Width) * int64(i.Height); px > pb.cfg.MaxPixels {
 		return badInput(fmt.Sprintf("video is %d×%d (%s MP per frame), limit is %s MP",
-			i.Width, i.Height, megapixels(px), megapixels(v.cfg.MaxPixels)), nil)
+			i.Width, i.Height, megapixels(px), megapixels(pb.cfg.MaxPixels)), nil)
 	}
-	if d := time.Duration(i.Duration * float64(time.Second)); d > v.cfg.MaxDuration {
-		return badInput(fmt.Sprintf("video is %s long, limit is %s", d.Round(time.Second), v.cfg.MaxDuration), nil)
+	if d := time.Duration(i.Duration * float64(time.Second)); d > pb.cfg.MaxDuration {
+		return badInput(fmt.Sprintf("video is %s long, limit is %s", d.Round(time.Second), pb.cfg.MaxDuration), nil)
 	}
-	if w, h := v.encodedSize(i.Width, i.Height); !v.canRemux(p) && max(w, h) > maxH264Side {
+	if w, h := encodedSize(&pb.cfg, i.Width, i.Height); !canRemux(&pb.cfg, p) && max(w, h) > maxH264Side {
 		// A thin strip within the pixel limit, too long for libx264, which would fail on it with
 		// words that read as a damaged file.
 		if w == i.Width && h == i.Height {
@@ -273,8 +297,8 @@ const maxH264Side = 16384
 // encodedSize is the frame size encode's scale filter makes of a w×h source (as displayed): the
 // short edge even, at least 2 and at most MaxHeight, the long edge following at an even size
 // (ffmpeg's -2, rounded to nearest as av_rescale does).
-func (v *Videos) encodedSize(w, h int) (int, int) {
-	short := func(n int) int { return min(v.cfg.MaxHeight, max(2, n/2*2)) }
+func encodedSize(c *VideoConfig, w, h int) (int, int) {
+	short := func(n int) int { return min(c.MaxHeight, max(2, n/2*2)) }
 	follow := func(long, fromShort, toShort int) int {
 		num, den := int64(toShort)*int64(long), int64(fromShort)*2
 		return int((num+den/2)/den) * 2
@@ -306,13 +330,13 @@ func regularFile(path string) (string, os.FileInfo, error) {
 
 // reprobed opens the file pr describes again for a run on it, and probes it anew should it have
 // changed since (size or modification time); outDir comes back absolute, as ffmpeg's outputs need.
-func (v *Videos) reprobed(ctx context.Context, pr *VideoProbe, outDir string) (src string, _ *VideoProbe, absOut string, err error) {
+func (pb *prober) reprobed(ctx context.Context, pr *VideoProbe, outDir string) (src string, _ *VideoProbe, absOut string, err error) {
 	src, st, err := regularFile(pr.path)
 	if err != nil {
 		return "", nil, "", err
 	}
 	if st.Size() != pr.size || !st.ModTime().Equal(pr.mtime) {
-		if pr, err = v.Probe(ctx, src); err != nil {
+		if pr, err = pb.describe(ctx, src); err != nil {
 			return "", nil, "", err
 		}
 	}

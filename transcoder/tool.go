@@ -19,12 +19,19 @@ import (
 
 // Running ffmpeg and ffprobe on untrusted input, and classifying how they failed.
 
+// toolRunner runs ffmpeg and ffprobe under the config's resource limits (run) and classifies how a
+// run failed.
+type toolRunner struct {
+	cfg                      VideoConfig
+	ffmpeg, ffprobe, prlimit string // absolute paths
+}
+
 // classifyFFmpeg turns a failed ffmpeg run on an upload into an error. The input has passed ffprobe,
 // so a failure is the input's fault (including running into a resource limit) unless the system is:
 // out of disk, read-only, out of file descriptors, an I/O error, or ffmpeg killed by a signal we did
 // not cause (the OOM killer). ENOMEM is the input's: -max_alloc and the address-space limit turn an
 // absurd allocation into "Cannot allocate memory".
-func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) error {
+func (t *toolRunner) classifyFFmpeg(ctx context.Context, step string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", step, ctx.Err())
 	}
@@ -32,11 +39,13 @@ func (v *Videos) classifyFFmpeg(ctx context.Context, step string, err error) err
 	if !errors.As(err, &te) {
 		return internal(step, err)
 	}
-	if lerr := v.limitError(step, te); lerr != nil {
+	if lerr := t.limitError(step, te); lerr != nil {
 		return lerr
 	}
-	if te.exitCode < 0 || te.systemFailure() {
-		return internal(step, err)
+	if words := te.systemFailure(); te.exitCode < 0 || words != "" {
+		e := internal(step, err)
+		e.Words = words // ffmpeg reports the machine's failures only on its stderr: said here, where it is read
+		return e
 	}
 	// The sentence is for the person who uploaded the file; ffmpeg's own words ("Value inf for
 	// parameter 'time_base' out of range", "moov atom not found") are for whoever debugs it: Detail.
@@ -49,7 +58,7 @@ const undecodableVideo = "the video could not be decoded (damaged, cut off or in
 
 // limitError says which resource limit a failed run hit, as bad input naming the limit, or returns
 // nil when it hit none.
-func (v *Videos) limitError(step string, te *toolError) *Error {
+func (t *toolRunner) limitError(step string, te *toolError) *Error {
 	switch {
 	case te.hitCPULimit():
 		msg := fmt.Sprintf("%s: the video needs more CPU time than the limit of %s", step, te.cpuLimit)
@@ -59,10 +68,10 @@ func (v *Videos) limitError(step string, te *toolError) *Error {
 		return badInputSaid(msg, te)
 	case te.signal == syscall.SIGXFSZ:
 		return badInputSaid(fmt.Sprintf("%s: the video would write a file larger than the limit of %d MiB",
-			step, (v.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
+			step, (t.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
 	case te.outOfMemory():
 		return badInputSaid(fmt.Sprintf("%s: the video needs more memory than the limit of %d MiB (%d MiB per allocation)",
-			step, v.cfg.MaxMemoryBytes>>20, maxAllocBytes>>20), te)
+			step, t.cfg.MaxMemoryBytes>>20, maxAllocBytes>>20), te)
 	}
 	return nil
 }
@@ -100,25 +109,32 @@ type toolError struct {
 	cpuRule  string        // how cpuLimit follows from the input, when it is not MaxCPUTime (cpuBudget)
 }
 
-// systemFailure reports whether stderr shows a failure of the machine rather than of the input.
-func (e *toolError) systemFailure() bool {
-	for _, sys := range []string{"No space left on device", "Read-only file system", "Too many open files",
-		"Input/output error", "Permission denied", "Disk quota exceeded",
+// systemFailure says, in words for people (Error.Words), what failure of the machine rather than of the
+// input stderr shows; "" when it shows none.
+func (e *toolError) systemFailure() string {
+	for _, sys := range []struct{ said, words string }{
+		{"No space left on device", "the scratch disk is full"},
+		{"Disk quota exceeded", "the scratch disk is full"},
+		{"Read-only file system", "the scratch disk is read-only"},
+		{"Too many open files", "the worker has too many files open"},
+		{"Input/output error", "the scratch disk failed (a read or write error)"},
+		{"Permission denied", "the worker may not write to its scratch directory"},
 		// The dynamic loader could not map ffmpeg's libraries: a limit far too small, or a broken install.
-		"error while loading shared libraries",
+		{"error while loading shared libraries", "a media tool could not be started"},
 		// prlimit could not set a limit (one above a hard limit of the worker's own environment).
-		"prlimit: "} {
-		if strings.Contains(e.stderr, sys) {
-			return true
+		{"prlimit: ", "a media tool could not be started under its resource limits"},
+	} {
+		if strings.Contains(e.stderr, sys.said) {
+			return sys.words
 		}
 	}
-	return false
+	return ""
 }
 
 // outOfMemory reports whether stderr shows an allocation that failed: under -max_alloc and the
 // address-space limit that is the input asking for too much.
 func (e *toolError) outOfMemory() bool {
-	if e.systemFailure() {
+	if e.systemFailure() != "" {
 		return false
 	}
 	for _, msg := range []string{"Cannot allocate memory", "Out of memory", "out of memory", "malloc of size", "std::bad_alloc"} {
@@ -158,16 +174,16 @@ func (e *toolError) Error() string {
 // prlimit sets the limits on itself and then execs the tool, so the tool keeps prlimit's pid, process
 // group and limits. The CPU limit's soft and hard values are equal: the kernel sends SIGKILL, not
 // SIGXCPU (ffmpeg would treat that as a polite request to finish the file).
-func (v *Videos) run(ctx context.Context, dir, bin string, args []string, stdout io.Writer, cpu time.Duration) error {
+func (t *toolRunner) run(ctx context.Context, dir, bin string, args []string, stdout io.Writer, cpu time.Duration) error {
 	cpuSecs := int64(math.Ceil(cpu.Seconds()))
 	wrapped := append([]string{
-		"--as=" + strconv.FormatInt(v.cfg.MaxMemoryBytes, 10),
+		"--as=" + strconv.FormatInt(t.cfg.MaxMemoryBytes, 10),
 		fmt.Sprintf("--cpu=%d:%d", cpuSecs, cpuSecs),
-		"--fsize=" + strconv.FormatInt(v.cfg.MaxOutputBytes+fileSizeMargin, 10),
+		"--fsize=" + strconv.FormatInt(t.cfg.MaxOutputBytes+fileSizeMargin, 10),
 		"--core=0", // no core dumps of untrusted data
 		"--", bin,
 	}, args...)
-	cmd := exec.CommandContext(ctx, v.prlimit, wrapped...)
+	cmd := exec.CommandContext(ctx, t.prlimit, wrapped...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	// Pdeathsig: if the worker dies without cancelling (OOM-killed, SIGKILL), the tool dies with it

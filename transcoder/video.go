@@ -210,10 +210,14 @@ const (
 	fileSizeMargin = 64 << 20
 )
 
-// Videos transforms videos with ffmpeg. It is safe for concurrent use.
+// Videos transforms videos with ffmpeg. It is safe for concurrent use. It holds the transforms (an
+// MP4 and poster, renditions and ladders, storyboards); running a tool under its limits is
+// toolRunner's (tool.go), describing an upload prober's (probe.go), and the tools' arguments are
+// free functions of the config (video_renditions.go).
 type Videos struct {
-	cfg                      VideoConfig
-	ffmpeg, ffprobe, prlimit string // absolute paths
+	cfg    VideoConfig
+	tools  *toolRunner
+	probes *prober
 }
 
 // NewVideos checks cfg, finds the ffmpeg, ffprobe and prlimit programs, and checks that both tools
@@ -223,11 +227,12 @@ func NewVideos(cfg VideoConfig) (*Videos, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("validating video config: %w", err)
 	}
-	v := &Videos{cfg: cfg}
+	tools := &toolRunner{cfg: cfg}
+	v := &Videos{cfg: cfg, tools: tools, probes: &prober{cfg: cfg, tools: tools}}
 	for _, p := range []struct {
 		name, prog string
 		dst        *string
-	}{{"ffmpeg", cfg.FFmpeg, &v.ffmpeg}, {"ffprobe", cfg.FFprobe, &v.ffprobe}, {"prlimit", cfg.Prlimit, &v.prlimit}} {
+	}{{"ffmpeg", cfg.FFmpeg, &v.tools.ffmpeg}, {"ffprobe", cfg.FFprobe, &v.tools.ffprobe}, {"prlimit", cfg.Prlimit, &v.tools.prlimit}} {
 		path, err := exec.LookPath(p.prog)
 		if err != nil {
 			return nil, fmt.Errorf("finding %s: %w", p.name, err)
@@ -239,10 +244,10 @@ func NewVideos(cfg VideoConfig) (*Videos, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, bin := range []string{v.ffmpeg, v.ffprobe} {
+	for _, bin := range []string{v.tools.ffmpeg, v.tools.ffprobe} {
 		// With the largest CPU limit any run gets: prlimit cannot raise a hard limit the worker's own
 		// environment has set lower, and that must show here, not as a failed job.
-		if err := v.run(ctx, os.TempDir(), bin, []string{"-hide_banner", "-loglevel", "error", "-version"}, nil, cfg.MaxCPUTime); err != nil {
+		if err := v.tools.run(ctx, os.TempDir(), bin, []string{"-hide_banner", "-loglevel", "error", "-version"}, nil, cfg.MaxCPUTime); err != nil {
 			return nil, fmt.Errorf("checking that %s runs under its resource limits (%d MiB of address space): %w",
 				filepath.Base(bin), cfg.MaxMemoryBytes>>20, err)
 		}
@@ -265,18 +270,7 @@ type VideoProbe struct {
 // Probe describes the video at path and checks it against the limits: an unreadable or unsupported
 // file, one without a video stream, or one over the duration or frame size limit is bad input.
 func (v *Videos) Probe(ctx context.Context, path string) (*VideoProbe, error) {
-	src, st, err := regularFile(path)
-	if err != nil {
-		return nil, err
-	}
-	p, err := v.probe(ctx, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := v.checkLimits(p); err != nil {
-		return nil, err
-	}
-	return &VideoProbe{Info: p.info, p: p, path: src, size: st.Size(), mtime: st.ModTime()}, nil
+	return v.probes.describe(ctx, path)
 }
 
 // Transform writes outDir/video.mp4 (H.264/AAC, fast start, at most MaxHeight on the short edge),
@@ -303,7 +297,7 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 	if err := ctx.Err(); err != nil {
 		return VideoResult{}, fmt.Errorf("transforming video: %w", err)
 	}
-	src, pr, outDir, err := v.reprobed(ctx, pr, outDir)
+	src, pr, outDir, err := v.probes.reprobed(ctx, pr, outDir)
 	if err != nil {
 		return VideoResult{}, err
 	}
@@ -313,7 +307,7 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 
 	var out VideoInfo
 	var posterDone chan struct{} // closed when the remux's poster run ends
-	if v.canRemux(p) {
+	if canRemux(&v.cfg, p) {
 		// Stream copy; should the input surprise ffmpeg, encode it after all. A copy decodes
 		// nothing, so the poster is a run of its own, from the upload's video stream (the frames
 		// the copy carries, already upright): it starts with the remux and runs beside it, mostly
@@ -411,7 +405,7 @@ func (v *Videos) TransformProbed(ctx context.Context, pr *VideoProbe, outDir str
 // plan into outDir (none when plan is nil).
 func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 string, plan *posterPlan) error {
 	threads := strconv.Itoa(v.cfg.Threads)
-	args := v.inputArgs(src)
+	args := inputArgs(&v.cfg, src)
 	// Cap the short edge at MaxHeight, even dimensions (yuv420p needs them), never enlarge, except
 	// that a short edge of 1 px (a valid video, a 1-pixel-wide strip) becomes 2 px, the least
 	// yuv420p holds, the long edge following. ffmpeg has already applied any rotation, so iw×ih is
@@ -469,8 +463,8 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 s
 	// Machine-readable progress on stdout, for the job's progress events.
 	args = append(args, "-progress", "pipe:1", "-nostats")
 	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
-	cpu, rule := v.cpuBudget(p.info.Duration)
-	if err := v.run(ctx, outDir, v.ffmpeg, args, pw, cpu); err != nil {
+	cpu, rule := v.tools.cpuBudget(p.info.Duration)
+	if err := v.tools.run(ctx, outDir, v.tools.ffmpeg, args, pw, cpu); err != nil {
 		var te *toolError
 		if plan != nil && ctx.Err() == nil && errors.As(err, &te) && te.signal == 0 && posterOutputFailed.MatchString(te.stderr) {
 			return errPosterOutput
@@ -478,7 +472,7 @@ func (v *Videos) encode(ctx context.Context, src string, p probed, outDir, mp4 s
 		if te != nil {
 			te.cpuRule = rule
 		}
-		return v.classifyFFmpeg(ctx, "transcoding video", err)
+		return v.tools.classifyFFmpeg(ctx, "transcoding video", err)
 	}
 	return nil
 }
@@ -494,18 +488,18 @@ var errPosterOutput = errors.New("the poster output failed")
 var posterOutputFailed = regexp.MustCompile(`output stream #?[12]:\d|vost#[12]:\d`)
 
 // canRemux says whether the input already is what encode would make, so its streams can be copied.
-func (v *Videos) canRemux(p probed) bool {
-	return !v.cfg.HLS && // HLS wants a keyframe at every segment boundary
-		min(p.info.Width, p.info.Height) <= v.cfg.MaxHeight && v.remuxable(p)
+func canRemux(c *VideoConfig, p probed) bool {
+	return !c.HLS && // HLS wants a keyframe at every segment boundary
+		min(p.info.Width, p.info.Height) <= c.MaxHeight && remuxable(c, p)
 }
 
 // remuxable says whether the input's streams are what an encode makes, at the input's own size:
 // H.264 yuv420p in MP4/MOV, upright, SDR, progressive, with stereo AAC or no audio (and remuxing is
 // on). The fast path (canRemux) and a recipe's renditions as tall as the input (video_renditions.go)
 // copy such streams instead of encoding them.
-func (v *Videos) remuxable(p probed) bool {
+func remuxable(c *VideoConfig, p probed) bool {
 	i := p.info
-	return v.cfg.Remux &&
+	return c.Remux &&
 		(i.Container == "mp4" || i.Container == "mov") &&
 		i.VideoCodec == "h264" && p.pixFmt == "yuv420p" && !p.rotated && i.HDR == "" && !p.interlaced &&
 		(!i.HasAudio || (i.AudioCodec == "aac" && p.channels <= 2))
@@ -513,7 +507,7 @@ func (v *Videos) remuxable(p probed) bool {
 
 // remux copies the video and audio streams into a fast-start MP4, dropping metadata like encode does.
 func (v *Videos) remux(ctx context.Context, src string, p probed, mp4 string) error {
-	args := v.inputArgs(src)
+	args := inputArgs(&v.cfg, src)
 	args = append(args, "-map", fmt.Sprintf("0:%d", p.videoStream))
 	if p.audioStream >= 0 {
 		args = append(args, "-map", fmt.Sprintf("0:%d", p.audioStream))
@@ -528,20 +522,20 @@ func (v *Videos) remux(ctx context.Context, src string, p probed, mp4 string) er
 	)
 	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
 	// The encode's budget: a copy needs a small part of it, and a remux that fails is encoded after all.
-	cpu, _ := v.cpuBudget(p.info.Duration)
-	return v.run(ctx, filepath.Dir(mp4), v.ffmpeg, args, pw, cpu)
+	cpu, _ := v.tools.cpuBudget(p.info.Duration)
+	return v.tools.run(ctx, filepath.Dir(mp4), v.tools.ffmpeg, args, pw, cpu)
 }
 
 // inputArgs are ffmpeg's options for reading an untrusted file, ending with -i.
-func (v *Videos) inputArgs(src string) []string {
-	threads := strconv.Itoa(v.cfg.Threads)
+func inputArgs(c *VideoConfig, src string) []string {
+	threads := strconv.Itoa(c.Threads)
 	return []string{
 		"-nostdin", "-hide_banner", "-nostats", "-loglevel", "error",
 		"-max_alloc", strconv.Itoa(maxAllocBytes),
 		"-threads", threads,
 		"-protocol_whitelist", "file",
 		"-format_whitelist", inputFormats,
-		"-t", strconv.FormatFloat(v.cfg.MaxDuration.Seconds(), 'f', -1, 64),
+		"-t", strconv.FormatFloat(c.MaxDuration.Seconds(), 'f', -1, 64),
 		"-i", "file:" + src,
 	}
 }
@@ -571,7 +565,7 @@ func (v *Videos) hls(ctx context.Context, mp4, outDir, hlsDir string) ([]string,
 		return nil, internal("making hls directory", err)
 	}
 	index := filepath.Join(hlsDir, hlsIndexName)
-	args := append(v.inputArgs(mp4),
+	args := append(inputArgs(&v.cfg, mp4),
 		"-map", "0", "-c", "copy",
 		"-f", "hls",
 		"-hls_time", strconv.FormatFloat(v.cfg.HLSSegment.Seconds(), 'f', -1, 64),
@@ -580,7 +574,7 @@ func (v *Videos) hls(ctx context.Context, mp4, outDir, hlsDir string) ([]string,
 		"-hls_segment_filename", "file:"+filepath.Join(hlsDir, hlsSegmentName),
 		"-y", "file:"+index,
 	)
-	if err := v.run(ctx, outDir, v.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
+	if err := v.tools.run(ctx, outDir, v.tools.ffmpeg, args, nil, v.cfg.MaxCPUTime); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("making hls: %w", ctx.Err())
 		}

@@ -17,14 +17,14 @@ const cpuLeadIn = 10 * time.Second
 // cpuBudget is the CPU time (RLIMIT_CPU) one run over an input of duration seconds may use:
 // CPUPerInputSecond for each second of it and of cpuLeadIn, in whole seconds, at most MaxCPUTime.
 // rule explains a budget below MaxCPUTime, for the refusal's message ("" when MaxCPUTime applies).
-func (v *Videos) cpuBudget(duration float64) (limit time.Duration, rule string) {
-	per := v.cfg.CPUPerInputSecond
+func (t *toolRunner) cpuBudget(duration float64) (limit time.Duration, rule string) {
+	per := t.cfg.CPUPerInputSecond
 	if per <= 0 || duration <= 0 {
-		return v.cfg.MaxCPUTime, ""
+		return t.cfg.MaxCPUTime, ""
 	}
 	want := time.Duration((duration + cpuLeadIn.Seconds()) * float64(per))
-	if want >= v.cfg.MaxCPUTime {
-		return v.cfg.MaxCPUTime, ""
+	if want >= t.cfg.MaxCPUTime {
+		return t.cfg.MaxCPUTime, ""
 	}
 	limit = max((want + time.Second - 1).Truncate(time.Second), time.Second) // RLIMIT_CPU counts whole seconds
 	return limit, fmt.Sprintf("for a %.1f s video: %s per second of video, counting %s more", duration, per, cpuLeadIn)

@@ -46,7 +46,7 @@ func TestOutOfMemoryWording(t *testing.T) {
 // less CPU time than the kernel counted when it killed it; a kill long before the limit (the OOM
 // killer's) must not.
 func TestCPULimitKillClassification(t *testing.T) {
-	v := &Videos{cfg: DefaultVideoConfig()}
+	v := &toolRunner{cfg: DefaultVideoConfig()}
 	cases := []struct {
 		name string
 		te   toolError
@@ -84,8 +84,8 @@ func TestCPULimitKillsAreRecognised(t *testing.T) {
 		// An endless 1080p encode: only the limit stops it.
 		args := []string{"-nostdin", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=s=1920x1080:r=25",
 			"-c:v", "libx264", "-preset", "veryfast", "-threads", "2", "-f", "null", "-"}
-		runErr := v.run(ctx, t.TempDir(), v.ffmpeg, args, nil, time.Second)
-		err := v.classifyFFmpeg(ctx, "transcoding video", runErr)
+		runErr := v.tools.run(ctx, t.TempDir(), v.tools.ffmpeg, args, nil, time.Second)
+		err := v.tools.classifyFFmpeg(ctx, "transcoding video", runErr)
 		var te *toolError
 		errors.As(runErr, &te)
 		if !IsBadInput(err) || !strings.Contains(err.Error(), "needs more CPU time than the limit of 1s") {

@@ -28,7 +28,7 @@ const maxKeyframeList = 16 << 20
 // timeline, at which the HLS muxer would cut a copy of them into segments of seg seconds: it cuts at
 // the first keyframe at least seg, 2·seg, … after the first packet. why says why a copy is refused
 // (a segment longer than hlsCopyMaxFactor·seg, or one under half the target); "" when it is not.
-func (v *Videos) hlsCopyCuts(ctx context.Context, src string, p probed, seg float64) (cuts []float64, why string, err error) {
+func (pb *prober) hlsCopyCuts(ctx context.Context, src string, p probed, seg float64) (cuts []float64, why string, err error) {
 	args := []string{
 		"-hide_banner", "-loglevel", "error",
 		"-max_alloc", strconv.Itoa(maxAllocBytes),
@@ -40,7 +40,7 @@ func (v *Videos) hlsCopyCuts(ctx context.Context, src string, p probed, seg floa
 		"file:" + src,
 	}
 	out := &limitedBuffer{max: maxKeyframeList}
-	if err := v.run(ctx, filepath.Dir(src), v.ffprobe, args, out, min(probeCPUTime, v.cfg.MaxCPUTime)); err != nil {
+	if err := pb.tools.run(ctx, filepath.Dir(src), pb.tools.ffprobe, args, out, min(probeCPUTime, pb.cfg.MaxCPUTime)); err != nil {
 		if ctx.Err() != nil {
 			return nil, "", fmt.Errorf("reading keyframes: %w", ctx.Err())
 		}

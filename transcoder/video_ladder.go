@@ -206,8 +206,8 @@ func ladderGraph(p probed, rs []ladderRendition) string {
 
 // ladderArgs is the ffmpeg command line (after the program) that writes a ladder alone, every rung
 // encoded, into the working directory: relative names only, so the playlists hold relative URIs.
-func (v *Videos) ladderArgs(src string, p probed, rs []ladderRendition, seg float64) []string {
-	return v.renditionArgs(src, p, renditionPlan{hls: rs, hlsCopy: -1, seg: seg})
+func ladderArgs(c *VideoConfig, src string, p probed, rs []ladderRendition, seg float64) []string {
+	return renditionArgs(c, src, p, renditionPlan{hls: rs, hlsCopy: -1, seg: seg})
 }
 
 // Ladder writes the HLS ladder of spec for a probed video into outDir/hls, in one ffmpeg run under

@@ -460,7 +460,7 @@ func BenchmarkLadderVsFFmpeg(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	args := v.ladderArgs(pr.path, pr.p, rs, defaultLadder.segmentSeconds())
+	args := ladderArgs(&v.cfg, pr.path, pr.p, rs, defaultLadder.segmentSeconds())
 	b.Logf("ffmpeg %s", strings.Join(args, " "))
 
 	var bare, ours, goSide time.Duration
@@ -470,7 +470,7 @@ func BenchmarkLadderVsFFmpeg(b *testing.B) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				b.Fatal(err)
 			}
-			cmd := exec.Command(v.ffmpeg, args...)
+			cmd := exec.Command(v.tools.ffmpeg, args...)
 			cmd.Dir = dir
 			before := ladderChildCPU()
 			if out, err := cmd.CombinedOutput(); err != nil {

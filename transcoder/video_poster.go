@@ -389,7 +389,7 @@ func (v *Videos) poster(ctx context.Context, file string, stream int, pl posterP
 		}
 		args = append(args, "-i", "file:"+file, "-filter_complex", candidatesGraph("["+streamSpec+"]", sel))
 		args = append(args, candidateOutputs(frames, number)...)
-		return v.run(ctx, outDir, v.ffmpeg, args, nil, min(probeCPUTime, v.cfg.MaxCPUTime))
+		return v.tools.run(ctx, outDir, v.tools.ffmpeg, args, nil, min(probeCPUTime, v.cfg.MaxCPUTime))
 	}
 	var err error
 	first, fellBack := false, false

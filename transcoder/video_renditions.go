@@ -202,19 +202,19 @@ func sortedBySize(sizes [][2]int) (sorted [][2]int, at []int) {
 
 // x264Args are the video encoder's settings for output stream spec ("v:0"), or for every video stream
 // of an output when spec is "v".
-func (v *Videos) x264Args(spec string) []string {
+func x264Args(c *VideoConfig, spec string) []string {
 	return []string{
-		"-c:" + spec, "libx264", "-preset:" + spec, v.cfg.Preset, "-crf:" + spec, strconv.Itoa(v.cfg.CRF),
+		"-c:" + spec, "libx264", "-preset:" + spec, c.Preset, "-crf:" + spec, strconv.Itoa(c.CRF),
 		"-pix_fmt:" + spec, "yuv420p", "-profile:" + spec, "high",
 	}
 }
 
 // audioArgs encode the audio as the MP4 encode does.
-func (v *Videos) audioArgs(p probed) []string {
+func audioArgs(c *VideoConfig, p probed) []string {
 	if p.audioStream < 0 {
 		return nil
 	}
-	args := []string{"-c:a", "aac", "-b:a", v.cfg.AudioBitrate}
+	args := []string{"-c:a", "aac", "-b:a", c.AudioBitrate}
 	if p.channels > 2 {
 		args = append(args, "-ac", "2") // browsers and phones play stereo everywhere
 	}
@@ -223,9 +223,9 @@ func (v *Videos) audioArgs(p probed) []string {
 
 // renditionArgs is the ffmpeg command line (after the program) of the run: the HLS output (written
 // into the working directory, pl.dir, with relative names) and the MP4s.
-func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string {
-	threads := strconv.Itoa(v.cfg.Threads)
-	args := v.inputArgs(src)
+func renditionArgs(c *VideoConfig, src string, p probed, pl renditionPlan) []string {
+	threads := strconv.Itoa(c.Threads)
+	args := inputArgs(c, src)
 	sizes, at := sortedBySize(pl.encodedSizes())
 	if len(sizes) > 0 {
 		args = append(args, "-filter_threads", threads, "-filter_complex", renditionGraph(p, sizes))
@@ -261,7 +261,7 @@ func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string 
 				continue
 			}
 			args = append(args, "-map", label())
-			args = append(args, v.x264Args(spec)...)
+			args = append(args, x264Args(c, spec)...)
 			args = append(args,
 				"-force_key_frames:"+spec, keys,
 				"-maxrate:"+spec, fmt.Sprintf("%dk", r.maxKbps),
@@ -284,7 +284,7 @@ func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string 
 		var vsm []string
 		agroup := ""
 		if p.audioStream >= 0 {
-			args = append(args, v.audioArgs(p)...)
+			args = append(args, audioArgs(c, p)...)
 			agroup = ",agroup:" + ladderAudioGroup
 			vsm = append(vsm, "a:0"+agroup+",default:yes,name:"+ladderAudioName)
 		}
@@ -337,15 +337,15 @@ func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string 
 			if p.audioStream >= 0 {
 				args = append(args, "-map", inAudio)
 			}
-			args = append(args, v.x264Args("v")...)
+			args = append(args, x264Args(c, "v")...)
 			args = append(args, "-threads", threads)
 			args = append(args, colourTags(p)...)
-			args = append(args, v.audioArgs(p)...)
+			args = append(args, audioArgs(c, p)...)
 		}
 		args = append(args,
 			"-map_metadata", "-1", "-map_chapters", "-1",
 			"-movflags", "+faststart",
-			"-fs", strconv.FormatInt(v.cfg.MaxOutputBytes, 10),
+			"-fs", strconv.FormatInt(c.MaxOutputBytes, 10),
 			"-f", "mp4", "-y", "file:"+m.path,
 		)
 	}
@@ -363,8 +363,8 @@ func (v *Videos) renditionArgs(src string, p probed, pl renditionPlan) []string 
 // inputs the budget is there to stop the scale overstates the cost. Either way the budget stays far
 // above what a real video needs (CPUPerInputSecond's default is about 50 times a plain clip's
 // rate): it is a ceiling for hostile inputs, not an estimate.
-func (v *Videos) renditionsCPUScale(w, h int, pl renditionPlan) float64 {
-	mw, mh := v.encodedSize(w, h)
+func renditionsCPUScale(c *VideoConfig, w, h int, pl renditionPlan) float64 {
+	mw, mh := encodedSize(c, w, h)
 	var px float64
 	for _, s := range pl.encodedSizes() {
 		px += float64(s[0]) * float64(s[1])
@@ -397,7 +397,7 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 	if err := ctx.Err(); err != nil {
 		return RenditionsResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	src, pr, outDir, err := v.reprobed(ctx, pr, outDir)
+	src, pr, outDir, err := v.probes.reprobed(ctx, pr, outDir)
 	if err != nil {
 		return RenditionsResult{}, err
 	}
@@ -405,7 +405,7 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 	w, h := p.info.Width, p.info.Height
 	pl := renditionPlan{hlsCopy: -1, dir: outDir}
 	var res RenditionsResult
-	copyable := v.remuxable(p)
+	copyable := remuxable(&v.cfg, p)
 	if spec.MP4 != nil {
 		if pl.mp4, err = planMP4(w, h, spec.MP4); err != nil {
 			return RenditionsResult{}, err
@@ -449,7 +449,7 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 			case kbps <= 0 || kbps > float64(top.maxKbps):
 				res.HLSCopyRefused = fmt.Sprintf("the input's %.0f kbit/s is above the %s rung's %d kbit/s cap", kbps, top.name, top.maxKbps)
 			default:
-				cuts, why, err := v.hlsCopyCuts(ctx, src, p, pl.seg)
+				cuts, why, err := v.probes.hlsCopyCuts(ctx, src, p, pl.seg)
 				if err != nil {
 					return RenditionsResult{}, err
 				}
@@ -521,18 +521,18 @@ func (v *Videos) Renditions(ctx context.Context, pr *VideoProbe, outDir string, 
 
 // runRenditions runs the plan's ffmpeg command under the scaled CPU budget.
 func (v *Videos) runRenditions(ctx context.Context, src string, p probed, pl renditionPlan) error {
-	scale := v.renditionsCPUScale(p.info.Width, p.info.Height, pl)
-	scaled := *v
+	scale := renditionsCPUScale(&v.cfg, p.info.Width, p.info.Height, pl)
+	scaled := *v.tools
 	scaled.cfg.CPUPerInputSecond = time.Duration(float64(v.cfg.CPUPerInputSecond) * scale).Round(time.Millisecond)
 	cpu, rule := scaled.cpuBudget(p.info.Duration)
 	n := len(pl.encodedSizes())
 	if rule != "" {
 		rule += fmt.Sprintf(" (%.2f times the MP4's rate, for %d renditions)", scale, n)
 	}
-	args := v.renditionArgs(src, p, pl)
+	args := renditionArgs(&v.cfg, src, p, pl)
 	pw := &progressWriter{ctx: ctx, duration: p.info.Duration}
 	// The working directory is the ladder's: ffmpeg writes relative names, which the playlists keep.
-	if err := v.run(ctx, pl.dir, v.ffmpeg, args, pw, cpu); err != nil {
+	if err := v.tools.run(ctx, pl.dir, v.tools.ffmpeg, args, pw, cpu); err != nil {
 		var te *toolError
 		if errors.As(err, &te) {
 			te.cpuRule = rule
@@ -541,7 +541,7 @@ func (v *Videos) runRenditions(ctx context.Context, src string, p probed, pl ren
 		if len(pl.mp4) == 0 {
 			what = "making hls ladder"
 		}
-		return v.classifyFFmpeg(ctx, what, err)
+		return v.tools.classifyFFmpeg(ctx, what, err)
 	}
 	return nil
 }

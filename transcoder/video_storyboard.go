@@ -181,7 +181,7 @@ func (v *Videos) Storyboard(ctx context.Context, probe *VideoProbe, outDir strin
 	if probe == nil {
 		return StoryboardResult{}, internal("making storyboard", errors.New("no probe of the video"))
 	}
-	src, probe, outDir, err := v.reprobed(ctx, probe, outDir)
+	src, probe, outDir, err := v.probes.reprobed(ctx, probe, outDir)
 	if err != nil {
 		return StoryboardResult{}, err
 	}
@@ -226,14 +226,14 @@ func (v *Videos) Storyboard(ctx context.Context, probe *VideoProbe, outDir strin
 	}
 	// Decoding the video is the encode's work without the encoding: its budget is ample, and a video
 	// that runs out of it would not have been encoded either.
-	cpu, rule := v.cpuBudget(p.info.Duration)
-	if err := v.run(ctx, outDir, v.ffmpeg, args, nil, cpu); err != nil {
+	cpu, rule := v.tools.cpuBudget(p.info.Duration)
+	if err := v.tools.run(ctx, outDir, v.tools.ffmpeg, args, nil, cpu); err != nil {
 		removeStoryboard()
 		var te *toolError
 		if errors.As(err, &te) {
 			te.cpuRule = rule
 		}
-		return StoryboardResult{}, v.classifyFFmpeg(ctx, "making storyboard", err)
+		return StoryboardResult{}, v.tools.classifyFFmpeg(ctx, "making storyboard", err)
 	}
 
 	if res.SpriteWidth, res.SpriteHeight, err = jpegSize(res.SpritePath); err != nil {

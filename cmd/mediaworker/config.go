@@ -16,9 +16,6 @@ import (
 	"github.com/mediaworker/mediaworker/pipeline"
 )
 
-// secretFlags are printed masked by `config`.
-var secretFlags = map[string]bool{"s3-secret-key": true, "scan-api-token": true, "nats-password": true, "nats-token": true, "url-signing-key": true, "webhook-secret": true, "webhook-ed25519-key": true}
-
 func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check" {
 		return cmdConfigCheck(ctx, args[1:], stdout, stderr)
@@ -153,7 +150,7 @@ func printSettings(c *command, cfg app.Config, w io.Writer) {
 	fmt.Fprintln(tw, "SETTING\tFLAG\tVALUE\tFROM")
 	row := func(key string, f *flag.Flag) {
 		v := f.Value.String()
-		if secretFlags[f.Name] && v != "" {
+		if isSecret(f.Name) && v != "" {
 			v = "****"
 		}
 		if f.Name == "nats-url" {
@@ -170,7 +167,7 @@ func printSettings(c *command, cfg app.Config, w io.Writer) {
 	}
 	printed := map[string]bool{}
 	for _, s := range sections {
-		for _, k := range s.keys {
+		for _, k := range s.keys() {
 			if f := c.fs.Lookup(k.flag); f != nil {
 				row(s.name+"."+k.key, f)
 				printed[k.flag] = true

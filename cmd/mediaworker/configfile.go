@@ -318,8 +318,8 @@ func (e *expander) mapping(n *yaml.Node) (*yaml.Node, error) {
 // loadSection sets the flags of one section's keys.
 func (c *command) loadSection(f *configFile, sec section, m *yaml.Node) []error {
 	var errs []error
-	known := make([]string, 0, len(sec.keys))
-	for _, k := range sec.keys {
+	known := make([]string, 0, len(sec.settings))
+	for _, k := range sec.keys() {
 		known = append(known, k.key)
 	}
 	seen := map[string]bool{}

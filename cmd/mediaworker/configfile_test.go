@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/app"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/transcoder"
 )
 
@@ -61,8 +62,8 @@ func TestConfigFileSetsEverySectionAndRecipes(t *testing.T) {
 	if !applyRecipes(c, &cfg, os.Stderr) {
 		t.Fatal("recipes refused")
 	}
-	if cfg.Scanner.Addr != "tcp://127.0.0.1:3999" || cfg.MaxImageJobs != 3 || cfg.Pipeline.JobTimeout.String() != "1m30s" || cfg.Pipeline.MaxInputBytes != 200<<20 {
-		t.Errorf("settings from the file: clamd %q image jobs %d job timeout %s max input %d", cfg.Scanner.Addr, cfg.MaxImageJobs, cfg.Pipeline.JobTimeout, cfg.Pipeline.MaxInputBytes)
+	if cfg.Scanner.Addr != "tcp://127.0.0.1:3999" || cfg.PerLane[job.Image].Slots != 3 || cfg.Pipeline.JobTimeout.String() != "1m30s" || cfg.Pipeline.MaxInputBytes != 200<<20 {
+		t.Errorf("settings from the file: clamd %q image jobs %d job timeout %s max input %d", cfg.Scanner.Addr, cfg.PerLane[job.Image].Slots, cfg.Pipeline.JobTimeout, cfg.Pipeline.MaxInputBytes)
 	}
 	av := cfg.Pipeline.Recipes["avatar"]
 	if len(av.Images) != 2 || av.Images[0].Fit != transcoder.FitCover || av.Images[0].Crop != transcoder.CropAttention ||
@@ -292,12 +293,12 @@ func TestEveryFlagMapsToAField(t *testing.T) {
 // Library messages name config fields; cmd tells them as flags, variables and file keys.
 func TestLibraryFieldsAreToldAsFlags(t *testing.T) {
 	for in, want := range map[string]string{
-		"creating data dir (NATS.Embedded.DataDir) /x":          "creating data dir (--data-dir, MW_DATA_DIR, embedded.data_dir) /x",
-		"listen address (EmbeddedConfig.Listen) bad":            "listen address (--nats-listen, MW_NATS_LISTEN, embedded.listen) bad",
-		"a user (ClientAuth.User) needs a password":             "a user (--nats-user, MW_NATS_USER, NATS_USER, nats.user) needs a password",
-		"at least 1 slot, got 0 (WorkerConfig.Lanes[video])":    "at least 1 slot, got 0 (--max-video-jobs, MW_MAX_VIDEO_JOBS, lanes.video_jobs)",
-		"the lane's ack wait Config.ImageLane.AckWait is short": "the lane's ack wait --image-ack-wait (MW_IMAGE_ACK_WAIT, lanes.image_ack_wait) is short",
-		"Storage is fine and Lanes too":                         "Storage is fine and Lanes too",
+		"creating data dir (NATS.Embedded.DataDir) /x":             "creating data dir (--data-dir, MW_DATA_DIR, embedded.data_dir) /x",
+		"listen address (EmbeddedConfig.Listen) bad":               "listen address (--nats-listen, MW_NATS_LISTEN, embedded.listen) bad",
+		"a user (ClientAuth.User) needs a password":                "a user (--nats-user, MW_NATS_USER, NATS_USER, nats.user) needs a password",
+		"at least 1 slot, got 0 (WorkerConfig.Lanes[video])":       "at least 1 slot, got 0 (--max-video-jobs, MW_MAX_VIDEO_JOBS, lanes.video_jobs)",
+		"the lane's ack wait Config.Lanes[image].AckWait is short": "the lane's ack wait --image-ack-wait (MW_IMAGE_ACK_WAIT, lanes.image_ack_wait) is short",
+		"Storage is fine and Lanes too":                            "Storage is fine and Lanes too",
 	} {
 		if got := withFlags(in); got != want {
 			t.Errorf("withFlags(%q)\n got %q\nwant %q", in, got, want)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -37,17 +36,6 @@ const (
 
 // endpointKeys are an endpoint's fields in the file.
 var endpointKeys = []string{"name", "url", "events", "recipes", "buckets", "secrets", "ed25519_key", "timeout", "allow_private", "concurrency"}
-
-// bindWebhooks registers the simple case's flags.
-func bindWebhooks(fs *flag.FlagSet, cfg *webhooks.Config) {
-	fs.Var((*urlFlag)(&cfg.Single.URL), "webhook-url", "deliver answers and virus events to this `URL`, signed as Standard Webhooks (endpoint \"default\"; the file's webhooks.endpoints lists more)")
-	fs.Var((*listFlag)(&cfg.Single.Secrets), "webhook-secret", "the signing `secrets` of --webhook-url: whsec_ and base64 of 24–64 random bytes (mediaworker webhooks secret makes one); several, comma-separated, while rotating")
-	fs.StringVar(&cfg.Single.Ed25519Key, "webhook-ed25519-key", cfg.Single.Ed25519Key, "sign --webhook-url's deliveries with this Ed25519 key too (whsk_…; receivers verify with its whpk_ public key)")
-	fs.Var((*listFlag)(&cfg.Single.Events), "webhook-events", "the `events` --webhook-url receives, comma-separated: response, virus, progress (empty: response,virus; progress is sent at most once)")
-	durationVar(fs, &cfg.Single.Timeout, "webhook-timeout", "per request to --webhook-url (0: 15s)")
-	fs.BoolVar(&cfg.Single.AllowPrivate, "webhook-allow-private", cfg.Single.AllowPrivate, "let --webhook-url be on loopback or a private network (refused by default, checked at every connect)")
-	fs.Var((*durationsFlag)(&cfg.Schedule), "webhook-retry-schedule", "the waits before each retry of a failed delivery, comma-separated `durations` (empty: the spec's 5s,5m,30m,2h,5h,10h,10h); after the last, the answer goes to the DLQ")
-}
 
 // urlFlag is an endpoint URL that shows itself without its query or credentials (webhooks.Redact):
 // `config` and the usage print flags through String, and a receiver's URL often carries a token.

@@ -58,8 +58,25 @@ func fieldAddrs(v reflect.Value, prefix string, out map[uintptr]string) {
 			fieldAddrs(fv, path, out)
 			continue
 		}
+		if isLaneMap(fv) {
+			// Per-kind settings (PerLane, Streams.Lanes): each kind's as path[kind].
+			iter := fv.MapRange()
+			for iter.Next() {
+				if e := iter.Value(); !e.IsNil() {
+					fieldAddrs(e.Elem(), path+"["+iter.Key().String()+"]", out)
+				}
+			}
+			continue
+		}
 		out[fv.Addr().Pointer()] = path
 	}
+}
+
+// isLaneMap reports whether v is a map of settings by kind: string keys, pointers to structs.
+func isLaneMap(v reflect.Value) bool {
+	t := v.Type()
+	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String &&
+		t.Elem().Kind() == reflect.Pointer && t.Elem().Elem().Kind() == reflect.Struct
 }
 
 // valueAddr is the address a flag's value writes to.
@@ -92,8 +109,8 @@ func describeField(path string) string {
 }
 
 // fieldPath matches what may be a config field's path in a library's message: NATS.Embedded.Listen,
-// Pipeline.TmpDir, HTTPAddr.
-var fieldPath = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(?:\.[A-Z][A-Za-z0-9]*)*\b`)
+// Pipeline.TmpDir, HTTPAddr, Config.Lanes[image].AckWait.
+var fieldPath = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*(?:\[[a-z0-9_-]+\])?(?:\.[A-Z][A-Za-z0-9]*(?:\[[a-z0-9_-]+\])?)*`)
 
 // typePaths says where in app.Config each library config type sits, so a message that names
 // EmbeddedConfig.Listen (as package jetstream knows it) is told as the flag that sets
@@ -106,7 +123,6 @@ var typePaths = map[string][]string{
 	"ScanAPIConfig":    {"ScanAPI"},
 	"ImageConfig":      {"Images"},
 	"VideoConfig":      {"Videos"},
-	"LaneLimits":       {"Streams.ImageLane", "Streams.VideoLane"},
 	"Config":           {"", "Streams", "Pipeline", "Scanner", "S3", "NATSObj", "Ingest"},
 }
 
@@ -131,18 +147,14 @@ func resolveField(p string) string {
 	return ""
 }
 
-// laneSlots matches how package jetstream names a lane's slots: WorkerConfig.Lanes[image].
-var laneSlots = regexp.MustCompile(`WorkerConfig\.Lanes\[(image|video)\]`)
+// laneSlots matches how package jetstream names a lane's slots, WorkerConfig.Lanes[image], which `run`
+// sets from PerLane[image].Slots.
+var laneSlots = regexp.MustCompile(`WorkerConfig\.Lanes\[([a-z0-9_-]+)\]`)
 
 // withFlags rewrites the config field paths a message names into the flags, variables and file keys
 // that set them, leaving every other word alone. A name already in parentheses is told inside them.
 func withFlags(msg string) string {
-	msg = laneSlots.ReplaceAllStringFunc(msg, func(m string) string {
-		if strings.Contains(m, "[video]") {
-			return "MaxVideoJobs"
-		}
-		return "MaxImageJobs"
-	})
+	msg = laneSlots.ReplaceAllString(msg, "PerLane[$1].Slots")
 	var b strings.Builder
 	last := 0
 	for _, loc := range fieldPath.FindAllStringIndex(msg, -1) {

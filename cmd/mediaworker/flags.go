@@ -24,7 +24,7 @@ type command struct {
 	// source says where each set flag's value came from: the variable's name, "flag", or the config
 	// file's path and line.
 	source map[string]string
-	// aliases maps the deprecated names of renamed flags (settings.go's renamed) to today's.
+	// aliases maps the deprecated names of renamed flags (a setting's renamed) to today's.
 	aliases map[string]string
 	// deprecated lists, once each, the deprecated names this invocation used, for a warning.
 	deprecated []string
@@ -61,16 +61,9 @@ func envName(flagName string) string {
 	return "MW_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// bindConfig registers --config and the deprecated names of the renamed flags the command has. Call it
-// after every other flag is bound.
+// bindConfig registers --config.
 func (c *command) bindConfig() {
 	c.fs.String(configFlag, "", "YAML config file holding any of these settings in sections, and the recipes (see docs/operations.md); variables and flags override it")
-	for old, now := range renamed {
-		if f := c.fs.Lookup(now); f != nil {
-			c.fs.Var(f.Value, old, "deprecated: use --"+now)
-			c.aliases[old] = now
-		}
-	}
 }
 
 // parse applies the config file first, then environment variables, then the command line, so a
@@ -169,7 +162,7 @@ func (c *command) printUsage(w io.Writer) {
 	grouped := false
 	for _, s := range sections {
 		var keys []settingKey
-		for _, k := range s.keys {
+		for _, k := range s.keys() {
 			if c.fs.Lookup(k.flag) != nil {
 				keys = append(keys, k)
 			}

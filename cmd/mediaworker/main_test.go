@@ -13,6 +13,7 @@ import (
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
 )
@@ -53,8 +54,8 @@ func TestEnvironmentThenFlags(t *testing.T) {
 	if _, err := c.parse([]string{"--max-image-jobs", "7"}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Scanner.Addr != "unix:///run/clamd.ctl" || cfg.NATS.URL != "nats://10.0.0.1:4222" || cfg.Pipeline.MaxInputBytes != 1<<30 || cfg.MaxImageJobs != 7 {
-		t.Fatalf("settings: clamd %q nats %q max input %d image jobs %d", cfg.Scanner.Addr, cfg.NATS.URL, cfg.Pipeline.MaxInputBytes, cfg.MaxImageJobs)
+	if cfg.Scanner.Addr != "unix:///run/clamd.ctl" || cfg.NATS.URL != "nats://10.0.0.1:4222" || cfg.Pipeline.MaxInputBytes != 1<<30 || cfg.PerLane[job.Image].Slots != 7 {
+		t.Fatalf("settings: clamd %q nats %q max input %d image jobs %d", cfg.Scanner.Addr, cfg.NATS.URL, cfg.Pipeline.MaxInputBytes, cfg.PerLane[job.Image].Slots)
 	}
 	// A flag beats its variable.
 	if _, err := c.parse([]string{"--clamd-addr", "tcp://127.0.0.1:1"}); err != nil || cfg.Scanner.Addr != "tcp://127.0.0.1:1" {

@@ -19,7 +19,7 @@ func settingsMarkdown() string {
 	for _, s := range sections {
 		fmt.Fprintf(&b, "\n### `%s:` — %s\n\n", s.name, s.title)
 		b.WriteString("| key | flag | environment | type | default | meaning |\n| --- | --- | --- | --- | --- | --- |\n")
-		for _, k := range s.keys {
+		for _, k := range s.keys() {
 			f := c.fs.Lookup(k.flag)
 			if f == nil {
 				continue
@@ -52,13 +52,8 @@ func settingsMarkdown() string {
 
 // docDefault is a flag's default as the docs show it: the machine-dependent ones as their rule.
 func docDefault(f *flag.Flag) string {
-	switch f.Name {
-	case "max-image-jobs":
-		return "number of CPUs"
-	case "max-video-jobs":
-		return "1 on ≤ 2 CPUs, else CPUs ÷ 2"
-	case "tmp-dir":
-		return "`$TMPDIR/mediaworker`"
+	if st, _ := lookupSetting(f.Name); st.docDefault != "" {
+		return st.docDefault
 	}
 	if f.DefValue == "" || f.DefValue == "0" || f.DefValue == "0s" || f.DefValue == "false" {
 		if f.DefValue == "false" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/nats-io/nats.go"
@@ -43,12 +42,12 @@ func startupMessage(err error) string {
 // invalidSettings explains why cfg does not validate, naming the flags whose values cause it. The
 // packages' Validate methods describe their config fields, not flags; blame is found by resetting each
 // flag that was set (by flag or variable) to its default and seeing which errors go away.
-func invalidSettings(c *command, args []string, bind func(*command, *app.Config), verr error) string {
+func invalidSettings(c *command, args []string, bind func(*command, *app.Config) *settingsOf, verr error) string {
 	return "invalid settings: " + strings.Join(invalidSettingsEach(c, args, bind, verr), "; ")
 }
 
 // invalidSettingsEach is invalidSettings' messages, one per mistake.
-func invalidSettingsEach(c *command, args []string, bind func(*command, *app.Config), verr error) []string {
+func invalidSettingsEach(c *command, args []string, bind func(*command, *app.Config) *settingsOf, verr error) []string {
 	msgs := errorLines(verr)
 	blamed := map[string][]string{}
 	c.fs.Visit(func(f *flag.Flag) {
@@ -123,23 +122,12 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// bindStartup registers how long start-up waits for clamd. It is a run-only setting: the worker
-// itself waits for clamd whenever it is down, but at start a clamd that never answers is most often a
-// wrong address, which should stop the start with a clear error rather than look like a slow queue.
-func bindStartup(c *command) *time.Duration {
-	d := new(time.Duration)
-	*d = 2 * time.Minute
-	durationVar(c.fs, d, "clamd-wait", "at start, how long to wait for clamd to answer (it loads its database first) before exiting with an error")
-	return d
-}
-
-// bindRunSettings binds what `run` reads into cfg, for invalidSettings' probes.
-func bindRunSettings(c *command, cfg *app.Config) {
-	bindCommon(c, cfg)
-	bindRun(c, cfg)
-	bindLog(c)
-	bindStartup(c)
+// bindRunSettings binds what `run` reads: cfg, and run's own settings, which it returns.
+func bindRunSettings(c *command, cfg *app.Config) *settingsOf {
+	s := defaultSettings(cfg)
+	c.bind(s, func(setting) bool { return true })
 	c.bindConfig()
+	return s
 }
 
 // applyRecipes puts the config file's recipes into cfg, or prints what is wrong with them.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/app"
@@ -18,15 +18,9 @@ import (
 
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := app.DefaultConfig()
-	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | consumer-image | consumer-video |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them, and the key-value buckets (settled requests, verdicts, reuse), on the\n  NATS at --nats-url (idempotent).", "print [NAME] | apply")
-	bindCommon(c, &cfg)
-	c.fs.IntVar(&cfg.Streams.Replicas, "replicas", cfg.Streams.Replicas, "stream replicas (3 on a NATS cluster)")
-	durationVar(c.fs, &cfg.Streams.AckWait, "ack-wait", "consumer ack wait")
-	c.fs.IntVar(&cfg.Streams.MaxDeliver, "max-deliver", cfg.Streams.MaxDeliver, "consumer max deliveries")
-	c.fs.IntVar(&cfg.Streams.MaxAckPending, "max-ack-pending", cfg.Streams.MaxAckPending, "max ack pending of each consumer (triage, each lane): at least 2 × the lane's slots of all instances")
-	bindLaneLimits(c.fs, &cfg.Streams)
-	bindReuseBounds(c.fs, &cfg.Reuse)
-	c.fs.Int64Var(&cfg.Streams.MaxQueued, "max-queued", cfg.Streams.MaxQueued, "cap of the request stream (0 = unlimited)")
+	c := newCommand("streams", "print: write the stream and consumer definitions as JSON (all of them, or one of\n  requests | responses | dlq | advisories | consumer (triage) | "+laneConsumers(" | ", " | ")+" |\n  advisory-consumer, in the form `nats stream add --config FILE` and\n  `nats consumer add --config FILE` accept; --out-dir writes one file each).\napply: create or update them, and the key-value buckets (settled requests, verdicts, reuse), on the\n  NATS at --nats-url (idempotent).", "print [NAME] | apply")
+	// The settings of the definitions it writes, as run declares them.
+	c.bind(&settingsOf{Config: &cfg}, func(st setting) bool { return st.scope == shared || st.scope == streamsToo })
 	outDir := ""
 	c.fs.StringVar(&outDir, "out-dir", "", "with print: write one JSON file per definition here")
 	rest, code, ok := parseOrUsage(c, args, stdout, stderr)
@@ -49,24 +43,6 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stderr, "mediaworker streams: unknown action %q (print or apply)\n", rest[0])
 	return exitUsage
-}
-
-// bindLaneLimits binds each lane consumer's own ack wait and max ack pending (`run` and `streams` write
-// the same consumers).
-func bindLaneLimits(fs *flag.FlagSet, sc *natsjs.Config) {
-	for _, l := range []struct {
-		name   string
-		limits *natsjs.LaneLimits
-	}{{"image", &sc.ImageLane}, {"video", &sc.VideoLane}} {
-		durationVar(fs, &l.limits.AckWait, l.name+"-ack-wait", "ack wait of the "+l.name+" lane's consumer (0: --ack-wait)")
-		fs.IntVar(&l.limits.MaxAckPending, l.name+"-max-ack-pending", l.limits.MaxAckPending, "max ack pending of the "+l.name+" lane's consumer, its jobs in flight or waiting to retry across all instances (0: --max-ack-pending)")
-	}
-}
-
-// bindReuseBounds binds the reuse memory's TTL and size (`run` and `streams apply` write the same bucket).
-func bindReuseBounds(fs *flag.FlagSet, rc *natsjs.ReuseConfig) {
-	durationVar(fs, &rc.TTL, "reuse-ttl", "how long what an upload became is remembered for reuse")
-	fs.Var(bytesFlag{&rc.MaxBytes}, "reuse-max-bytes", "bound of the reuse memory (a JetStream key-value bucket, about 1-2 KB an upload); when full, new outcomes are not remembered until old ones expire")
 }
 
 func definitions(sc natsjs.Config) map[string]any {
@@ -106,7 +82,7 @@ func streamsPrint(sc natsjs.Config, which []string, outDir string, stdout, stder
 	if len(which) > 0 {
 		d, ok := defs[which[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer, consumer-image, consumer-video or advisory-consumer)\n", which[0])
+			fmt.Fprintf(stderr, "mediaworker streams print: unknown definition %q (requests, responses, dlq, advisories, consumer, %s or advisory-consumer)\n", which[0], laneConsumers(", ", ", "))
 			return exitUsage
 		}
 		v = d
@@ -134,8 +110,12 @@ func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer)
 		return exitFailure
 	}
 	sc := cfg.Streams
-	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s, consumers %s (triage), %s, %s, %s-advisories and key-value buckets %s, %s, %s\n",
+	lanes := make([]string, len(natsjs.Lanes))
+	for i, l := range natsjs.Lanes {
+		lanes[i] = sc.LaneDurable(l)
+	}
+	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s, consumers %s (triage), %s, %s-advisories and key-value buckets %s, %s, %s\n",
 		sc.RequestsStream(), sc.ResponsesStream(), sc.DLQStream(), sc.AdvisoryStream(), sc.Durable,
-		sc.LaneDurable(natsjs.Lanes[0]), sc.LaneDurable(natsjs.Lanes[1]), sc.Durable, sc.SettledBucket(), sc.VerdictBucket(), sc.ReuseBucket())
+		strings.Join(lanes, ", "), sc.Durable, sc.SettledBucket(), sc.VerdictBucket(), sc.ReuseBucket())
 	return exitOK
 }
