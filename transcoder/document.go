@@ -17,15 +17,15 @@ import (
 // which the image path then makes the recipe's variants from: an SVG is never stored or served as
 // SVG. poppler and librsvg are untrusted loaders, so they never run in the worker: each render is a
 // child process (the worker itself, `mediaworker render-document`, see document_child.go) started
-// exactly like ffmpeg (Videos.run: prlimit's address-space, CPU-time, file-size and no-core limits,
+// exactly like ffmpeg (toolRunner.run: prlimit's address-space, CPU-time, file-size and no-core limits,
 // its own process group killed with the job's context, PATH as its only variable), which confines
 // itself before it reads a byte (no network, no file outside the scratch directory but the system's
 // libraries and fonts). A crash or a hang costs that child; the job fails in words.
 type Documents struct {
-	// run is a copy of the Videos whose run starts ffmpeg, with the renderer's own address-space and
-	// file-size limits in its config: the same machinery, the renderer's numbers.
-	run *Videos
-	cfg DocumentConfig
+	// tools is a copy of the runner that starts ffmpeg (Videos' toolRunner), with the renderer's own
+	// address-space and file-size limits in its config: the same machinery, the renderer's numbers.
+	tools *toolRunner
+	cfg   DocumentConfig
 	// confinement is what the check render at start reported: the layers in force, and the missing
 	// ones (empty when none is).
 	confinement, missing string
@@ -109,7 +109,7 @@ func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Document
 		}
 		cfg.Command = []string{exe, "render-document"}
 	}
-	run := *v
+	tools := *v.tools
 	if cfg.MaxMemoryBytes == 0 {
 		if v.cfg.MaxMemoryBytes < minDocumentMemory {
 			return nil, fmt.Errorf("validating document config: the video max memory of %d MiB, which the document renderer takes when its own max memory is 0, is below its minimum of %d MiB (the render child reserves about 1.8 GiB of address space before it reads the document): set the document max memory",
@@ -117,11 +117,11 @@ func NewDocuments(ctx context.Context, v *Videos, cfg DocumentConfig) (*Document
 		}
 		cfg.MaxMemoryBytes = v.cfg.MaxMemoryBytes
 	}
-	run.cfg.MaxMemoryBytes = cfg.MaxMemoryBytes
+	tools.cfg.MaxMemoryBytes = cfg.MaxMemoryBytes
 	// The PNG is at most Size² pixels of 16-bit RGBA: a file larger than that (plus run's margin) is
 	// not a page.
-	run.cfg.MaxOutputBytes = 8 * int64(cfg.Size) * int64(cfg.Size)
-	d := &Documents{run: &run, cfg: cfg}
+	tools.cfg.MaxOutputBytes = 8 * int64(cfg.Size) * int64(cfg.Size)
+	d := &Documents{tools: &tools, cfg: cfg}
 	dir, err := os.MkdirTemp("", "mediaworker-render-check-")
 	if err != nil {
 		return nil, fmt.Errorf("checking the document renderer: %w", err)
@@ -190,7 +190,7 @@ func (d *Documents) render(ctx context.Context, dir, input string, format Docume
 		"--in="+input, "--out="+out, "--scratch="+dir, "--format="+string(format),
 		"--size="+strconv.Itoa(d.cfg.Size), "--max-pixels="+strconv.FormatInt(d.cfg.MaxPixels, 10))
 	stdout := &limitedBuffer{max: 64 << 10}
-	err = d.run.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
+	err = d.tools.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
 	if err != nil {
 		return RenderedDocument{}, res, d.classify(ctx, step, format, err)
 	}
@@ -227,9 +227,11 @@ func (d *Documents) classify(ctx context.Context, step string, format DocumentFo
 		return badInputSaid(fmt.Sprintf("the %s needs more CPU time than the limit of %s to render", name, te.cpuLimit), te)
 	case te.signal == syscall.SIGXFSZ:
 		return badInputSaid(fmt.Sprintf("the %s's rendered page would be larger than the limit of %d MiB",
-			name, (d.run.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
-	case te.systemFailure():
-		return internal(step, err)
+			name, (d.tools.cfg.MaxOutputBytes+fileSizeMargin)>>20), te)
+	case te.systemFailure() != "":
+		e := internal(step, err)
+		e.Words = te.systemFailure() // the machine's failure shows only in the child's stderr: said here
+		return e
 	case crashSignal(te.signal):
 		// The loader crashed on the file: the child died, the worker did not, and the same file would
 		// crash it again. (A SIGKILL that is not the CPU limit is the OOM killer's: the machine's.)
