@@ -442,3 +442,18 @@ func TestDocumentConfigRefusesAnAddressSpaceTheChildCannotStartIn(t *testing.T) 
 		t.Errorf("NewDocuments = %v, want a refusal saying to set the document max memory", err)
 	}
 }
+
+// TestDocumentEICARFixtureIsAPDF: the infected case of the document kind's tests is a real PDF (it
+// renders) that carries the EICAR string clamd looks for anywhere in the bytes.
+func TestDocumentEICARFixtureIsAPDF(t *testing.T) {
+	d := newDocuments(t, transcoder.DocumentConfig{Size: 256, MaxPixels: 100_000_000, MaxCPUTime: 10 * time.Second})
+	data := testenv.MakePDF(testenv.PDFOpts{Width: 595, Height: 842, Fills: []color.RGBA{red}, Comment: testenv.EICAR})
+	if !bytes.Contains(data, []byte(testenv.EICAR)) || !bytes.HasPrefix(data, []byte("%PDF-")) {
+		t.Fatal("the fixture does not carry EICAR in a PDF")
+	}
+	dir, in := writeInput(t, "input", data)
+	res, err := d.Render(renderCtx(t), dir, in, transcoder.PDF)
+	if err != nil || res.Pages != 1 {
+		t.Fatalf("Render = %+v, %v; want one page rendered", res, err)
+	}
+}
