@@ -192,6 +192,12 @@ func (d *Documents) render(ctx context.Context, dir, input string, format Docume
 	stdout := &limitedBuffer{max: 64 << 10}
 	err = d.tools.run(ctx, dir, d.cfg.Command[0], args, stdout, d.cfg.MaxCPUTime)
 	if err != nil {
+		var te *toolError
+		if errors.As(err, &te) && te.exitCode == renderRefused && ctx.Err() == nil {
+			if jerr := json.Unmarshal(stdout.Bytes(), &res); jerr == nil && res.Refused != "" {
+				return RenderedDocument{}, res, &Error{BadInput: true, Msg: res.Refused}
+			}
+		}
 		return RenderedDocument{}, res, d.classify(ctx, step, format, err)
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
@@ -213,10 +219,6 @@ func (d *Documents) classify(ctx context.Context, step string, format DocumentFo
 	}
 	name := strings.ToUpper(string(format))
 	switch {
-	case te.exitCode == renderRefused:
-		// The child's first line is the public sentence; it was built from numbers, not from the file.
-		line, _, _ := strings.Cut(strings.TrimSpace(te.stderr), "\n")
-		return &Error{BadInput: true, Msg: line}
 	case te.outOfMemory() || outOfAddressSpace(te.stderr):
 		// Before the loader's own failure: poppler and cairo report an allocation the limit refused
 		// as a document they could not read.

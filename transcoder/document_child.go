@@ -33,7 +33,8 @@ import (
 //  2. confined: read the input, check the limits, render page 1 to a PNG, print the result as JSON.
 //
 // Exit codes tell the parent whose fault a failure is, because its stderr is read only for the
-// operator: renderRefused (the document is over a limit; stderr's first line is the public sentence),
+// operator: renderRefused (the document is over a limit; the public sentence is the answer's
+// "refused", on stdout, which only this code writes: the libraries write their warnings to stderr),
 // renderUndecodable (the loader could not read it), anything else internal; a signal is a crash.
 
 const (
@@ -51,6 +52,9 @@ type documentResult struct {
 	PageHeight  int    `json:"pageHeight"`
 	Confinement string `json:"confinement"`
 	Missing     string `json:"missing,omitempty"` // confinement layers the kernel lacks
+	// Refused is the sentence for the person who uploaded a document over a limit (exit status
+	// renderRefused), made from numbers, never from the file's words.
+	Refused string `json:"refused,omitempty"`
 }
 
 // RenderDocumentMain is the render child's main; args are its flags. It returns the exit code.
@@ -76,6 +80,14 @@ func RenderDocumentMain(args []string, stdout, stderr io.Writer) int {
 		return confineAndExec(args, *scratch, stderr)
 	}
 	res, code, err := renderDocument(*in, *out, *format, *size, *maxPixels)
+	if code == renderRefused {
+		res.Refused = err.Error()
+		if jerr := json.NewEncoder(stdout).Encode(res); jerr != nil {
+			fmt.Fprintf(stderr, "writing the result: %v\n", jerr)
+			return 1
+		}
+		return code
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return code
