@@ -65,13 +65,9 @@ func (c Config) Validate() error {
 	if c.MaxAckPending < 1 {
 		errs = append(errs, fmt.Errorf("max ack pending must be at least 1, got %d", c.MaxAckPending))
 	}
-	for _, l := range Lanes {
-		ll := c.laneLimits(l)
-		if own := c.ownLimits(l); own.AckWait != 0 && ll.AckWait < time.Second {
-			errs = append(errs, fmt.Errorf("the %s lane's ack wait (Config.%s.AckWait) must be at least 1s, or 0 for the shared one (Config.AckWait), got %s", l, laneField(l), own.AckWait))
-		}
-		if own := c.ownLimits(l); own.MaxAckPending < 0 {
-			errs = append(errs, fmt.Errorf("the %s lane's max ack pending (Config.%s.MaxAckPending) must be at least 1, or 0 for the shared one (Config.MaxAckPending), got %d", l, laneField(l), own.MaxAckPending))
+	for _, k := range Lanes {
+		if err := c.Lane(k).validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.MaxQueued < 0 {
@@ -152,14 +148,14 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 		AllowDirect: true,
 		MaxMsgs:     -1,
 	}
-	return []jetstream.StreamConfig{requests, responses, dlq, c.advisoryStreamConfig()}
+	return []jetstream.StreamConfig{requests, responses, dlq, c.AdvisoryCapture().streamConfig()}
 }
 
 // requestSubjects are the requests stream's: the request subject and each lane's.
 func (c Config) requestSubjects() []string {
 	out := []string{c.Subjects().Request}
 	for _, l := range Lanes {
-		out = append(out, c.laneSubjects(l)...)
+		out = append(out, c.Lane(l).subjects()...)
 	}
 	return out
 }
@@ -211,9 +207,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 	}
 	consumers := []consumer{{c.RequestsStream(), c.ConsumerConfig()}}
 	for _, l := range Lanes {
-		consumers = append(consumers, consumer{c.RequestsStream(), c.LaneConsumerConfig(l)})
+		consumers = append(consumers, consumer{c.RequestsStream(), c.Lane(l).ConsumerConfig()})
 	}
-	consumers = append(consumers, consumer{c.AdvisoryStream(), c.AdvisoryConsumerConfig()})
+	consumers = append(consumers, consumer{c.AdvisoryCapture().Stream(), c.AdvisoryCapture().ConsumerConfig()})
 	for _, cs := range consumers {
 		if err := provisionStep(ctx, fmt.Sprintf("creating consumer %s on %s", cs.cc.Durable, cs.stream), func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateConsumer(ctx, cs.stream, cs.cc)
@@ -222,7 +218,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 			return err
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{c.settledConfig(), c.verdictConfig()} {
+	for _, kc := range []jetstream.KeyValueConfig{c.Buckets().settledConfig(), c.Buckets().verdictConfig()} {
 		if err := provisionBucket(ctx, js, kc); err != nil {
 			return err
 		}
@@ -234,7 +230,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, c Config) error {
 // does its other buckets. Run at start (and by `streams apply`), it keeps the bucket's creation out of
 // the jobs' way.
 func ProvisionReuse(ctx context.Context, js jetstream.JetStream, c Config, rc ReuseConfig) error {
-	return provisionBucket(ctx, js, c.ReuseBucketConfig(rc))
+	return provisionBucket(ctx, js, c.Buckets().reuseConfig(rc))
 }
 
 func provisionBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) error {
