@@ -176,8 +176,7 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 			}
 			a.metrics.watchMemory(string(spec.Kind), b)
 		}
-		// The pipeline's two budgets, until it takes one per kind.
-		pdeps.Memory, pdeps.VideoMemory = lanes[job.Image], lanes[job.Video]
+		pdeps.LaneMemory = lanes
 	}
 	pipe, err := pipeline.New(cfg.Pipeline, pdeps)
 	if err != nil {

@@ -268,7 +268,7 @@ func (s *consoleSource) queues(ctx context.Context) []console.Queue {
 	for name := range lister.Name() {
 		// The advisories stream is the worker's own bookkeeping (max-deliveries notices), not a queue
 		// of uploads: listing its consumer beside the lanes would read as a stuck queue.
-		if strings.HasPrefix(name, prefix) && name != cfg.ResponsesStream() && name != cfg.DLQStream() && name != cfg.AdvisoryStream() {
+		if strings.HasPrefix(name, prefix) && name != cfg.ResponsesStream() && name != cfg.DLQStream() && name != cfg.AdvisoryCapture().Stream() {
 			names = append(names, name)
 		}
 	}
@@ -304,7 +304,7 @@ func (s *consoleSource) addRescues(queues []console.Queue) {
 	for lane, r := range s.a.metrics.rescues() {
 		consumer := cfg.Durable
 		if lane != "" {
-			consumer = cfg.LaneDurable(lane)
+			consumer = cfg.Lane(lane).Durable()
 		}
 		for i := range queues {
 			if q := &queues[i]; q.Stream == cfg.RequestsStream() && q.Consumer == consumer {

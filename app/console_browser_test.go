@@ -121,12 +121,12 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Errorf("the rendered console lacks %s (%q)", what, want)
 		}
 	}
-	if strings.Contains(dom, w.cfg.Streams.AdvisoryStream()) {
+	if strings.Contains(dom, w.cfg.Streams.AdvisoryCapture().Stream()) {
 		t.Errorf("the console lists the advisories stream's consumer among the queues")
 	}
 	// The DLQ column counts per consumer: the junk request was given up by triage, not by a lane.
 	for consumer, want := range map[string]string{w.cfg.Streams.Durable: "1",
-		w.cfg.Streams.LaneDurable("image"): "0", w.cfg.Streams.LaneDurable("video"): "0"} {
+		w.cfg.Streams.Lane("image").Durable(): "0", w.cfg.Streams.Lane("video").Durable(): "0"} {
 		row := regexp.MustCompile(`(?s)q-name">` + regexp.QuoteMeta(consumer) + `</div>.*?<td class="num">(\d+)</td>\s*</tr>`).FindStringSubmatch(dom)
 		if row == nil {
 			t.Errorf("the rendered console lacks the consumer %s among the queues", consumer)

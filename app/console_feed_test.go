@@ -290,7 +290,7 @@ func TestConsoleShowsRescues(t *testing.T) {
 	for consumer, want := range map[string]struct {
 		n      int
 		action string
-	}{cfg.Streams.Durable: {1, "removed"}, cfg.Streams.LaneDurable(pipeline.Image): {2, "gave_up"}, cfg.Streams.LaneDurable(pipeline.Video): {0, ""}} {
+	}{cfg.Streams.Durable: {1, "removed"}, cfg.Streams.Lane(pipeline.Image).Durable(): {2, "gave_up"}, cfg.Streams.Lane(pipeline.Video).Durable(): {0, ""}} {
 		q, ok := rows[consumer]
 		switch {
 		case !ok:
@@ -339,7 +339,7 @@ func TestConsoleShowsRescues(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	row := regexp.MustCompile(`(?s)q-name">` + regexp.QuoteMeta(cfg.Streams.LaneDurable(pipeline.Image)) + `</div>.*?<td class="num">2<div[^>]*>gave up \d+s ago</div></td>`)
+	row := regexp.MustCompile(`(?s)q-name">` + regexp.QuoteMeta(cfg.Streams.Lane(pipeline.Image).Durable()) + `</div>.*?<td class="num">2<div[^>]*>gave up \d+s ago</div></td>`)
 	if resp.StatusCode != 200 || !row.Match(body) {
 		t.Errorf("GET /console/live: %d; the image lane's row lacks its 2 rescues and the last one:\n%s", resp.StatusCode, body)
 	}

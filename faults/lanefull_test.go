@@ -72,7 +72,7 @@ func TestFullLaneHoldsUpNoOtherLane(t *testing.T) {
 		}
 	}
 	awaitEncode(t, ff, wk.pid())
-	lane := streams.WorkSubject(pipeline.Video)
+	lane := streams.Lane(pipeline.Video).WorkSubject()
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if n := requestSubjects(t, l)[lane]; n != maxQueued {
 			return fmt.Errorf("%s holds %d work messages, want %d (the lane full)", lane, n, maxQueued)

@@ -229,7 +229,7 @@ func (l *ledger) consumer() *jetstream.ConsumerInfo {
 // lane returns a lane's shared durable's info.
 func (l *ledger) lane(k pipeline.MediaKind) *jetstream.ConsumerInfo {
 	l.t.Helper()
-	return l.consumerInfo(streams.LaneDurable(k))
+	return l.consumerInfo(streams.Lane(k).Durable())
 }
 
 // consumers are triage's and every lane's.
@@ -312,7 +312,7 @@ func (l *ledger) state() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var b strings.Builder
-	for _, name := range []string{streams.RequestsStream(), streams.ResponsesStream(), streams.DLQStream(), streams.AdvisoryStream()} {
+	for _, name := range []string{streams.RequestsStream(), streams.ResponsesStream(), streams.DLQStream(), streams.AdvisoryCapture().Stream()} {
 		s, err := l.js.Stream(ctx, name)
 		if err != nil {
 			fmt.Fprintf(&b, "  stream %s: %v\n", name, err)
@@ -338,7 +338,7 @@ func (l *ledger) state() string {
 	}
 	durables := []string{streams.Durable}
 	for _, k := range natsjs.Lanes {
-		durables = append(durables, streams.LaneDurable(k))
+		durables = append(durables, streams.Lane(k).Durable())
 	}
 	for _, durable := range durables {
 		c, err := l.js.Consumer(ctx, streams.RequestsStream(), durable)

@@ -126,7 +126,7 @@ func TestKilledWithItsEmbeddedServerIsAnsweredOnce(t *testing.T) {
 func awaitPendingOnDisk(t *testing.T, storeDir string, seq uint64) {
 	t.Helper()
 	testenv.Eventually(t, 10*time.Second, func() error {
-		st, err := readConsumerState(storeDir, streams.LaneDurable("video"))
+		st, err := readConsumerState(storeDir, streams.Lane("video").Durable())
 		if err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func TestPlantedStrandedCopyIsAnsweredWithinAMinuteOfStart(t *testing.T) {
 	w.kill()
 	ff.kill(enc)
 	ff.release()
-	plantStranded(t, natsjs.EmbeddedConfig{Listen: listen, DataDir: dataDir}, streams.LaneDurable("video"))
+	plantStranded(t, natsjs.EmbeddedConfig{Listen: listen, DataDir: dataDir}, streams.Lane("video").Durable())
 
 	began := time.Now()
 	w.start()
@@ -351,7 +351,7 @@ func strandedReport(l *ledger, reqSeq uint64) string {
 	b.WriteString(l.state())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if s, err := l.js.Stream(ctx, streams.AdvisoryStream()); err == nil {
+	if s, err := l.js.Stream(ctx, streams.AdvisoryCapture().Stream()); err == nil {
 		if info, err := s.Info(ctx); err == nil {
 			for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq < info.State.FirstSeq+20; seq++ {
 				if m, err := s.GetMsg(ctx, seq); err == nil {
@@ -359,14 +359,14 @@ func strandedReport(l *ledger, reqSeq uint64) string {
 				}
 			}
 		}
-		if c, err := l.js.Consumer(ctx, streams.AdvisoryStream(), streams.Durable+"-advisories"); err == nil {
+		if c, err := l.js.Consumer(ctx, streams.AdvisoryCapture().Stream(), streams.Durable+"-advisories"); err == nil {
 			if info, err := c.Info(ctx); err == nil {
 				fmt.Fprintf(&b, "  advisory consumer: delivered %d, ack floor %d, ack pending %d, redelivered %d\n",
 					info.Delivered.Stream, info.AckFloor.Stream, info.NumAckPending, info.NumRedelivered)
 			}
 		}
 	}
-	kv, err := l.js.KeyValue(ctx, streams.SettledBucket())
+	kv, err := l.js.KeyValue(ctx, streams.Buckets().Settled())
 	if err != nil {
 		fmt.Fprintf(&b, "  settled-requests memory: %v\n", err)
 		return b.String()
@@ -384,7 +384,7 @@ func strandedReport(l *ledger, reqSeq uint64) string {
 // them in its store dir (nats-server's -sd).
 func consumerStatesOnDisk(storeDir string) string {
 	var b strings.Builder
-	for _, durable := range []string{streams.Durable, streams.LaneDurable("image"), streams.LaneDurable("video")} {
+	for _, durable := range []string{streams.Durable, streams.Lane("image").Durable(), streams.Lane("video").Durable()} {
 		st, err := readConsumerState(storeDir, durable)
 		if err != nil {
 			fmt.Fprintf(&b, "  %s: %v\n", durable, err)

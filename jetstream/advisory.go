@@ -20,48 +20,55 @@ import (
 // nobody unless a stream captures it. Provision creates that stream before any failure can happen; the
 // worker consumes it and finishes the job the dead worker could not.
 
-// AdvisoryStream is the stream capturing max-deliveries advisories of the shared consumer.
-func (c Config) AdvisoryStream() string { return c.streamPrefix() + "_MEDIA_ADVISORIES" }
+// AdvisoryCapture is the advisory capture as Config lays it out: the stream that keeps our consumers'
+// max-deliveries advisories, and the durable every instance shares on it.
+type AdvisoryCapture struct{ c Config }
 
-// AdvisorySubjects are the advisories the server sends when a message of the requests stream reached
+// AdvisoryCapture is c's advisory capture.
+func (c Config) AdvisoryCapture() AdvisoryCapture { return AdvisoryCapture{c} }
+
+// Stream is the stream capturing max-deliveries advisories of our consumers.
+func (a AdvisoryCapture) Stream() string { return a.c.streamPrefix() + "_MEDIA_ADVISORIES" }
+
+// Subjects are the advisories the server sends when a message of the requests stream reached
 // MaxDeliver on one of our consumers (triage or a lane); an operator's own consumers are not ours.
-func (c Config) AdvisorySubjects() []string {
-	subjects := []string{c.advisorySubject(c.Durable)}
-	for _, l := range Lanes {
-		subjects = append(subjects, c.advisorySubject(c.LaneDurable(l)))
+func (a AdvisoryCapture) Subjects() []string {
+	subjects := []string{a.subject(a.c.Durable)}
+	for _, k := range Lanes {
+		subjects = append(subjects, a.subject(a.c.Lane(k).Durable()))
 	}
 	return subjects
 }
 
-func (c Config) advisorySubject(durable string) string {
-	return fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", c.RequestsStream(), durable)
+func (a AdvisoryCapture) subject(durable string) string {
+	return fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", a.c.RequestsStream(), durable)
 }
 
-func (c Config) advisoryDurable() string { return c.Durable + "-advisories" }
+func (a AdvisoryCapture) durable() string { return a.c.Durable + "-advisories" }
 
-func (c Config) advisoryStreamConfig() jetstream.StreamConfig {
+func (a AdvisoryCapture) streamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        c.AdvisoryStream(),
+		Name:        a.Stream(),
 		Description: "max-deliveries advisories of the mediaworker consumer (requests whose worker died on the last delivery)",
-		Subjects:    c.AdvisorySubjects(),
+		Subjects:    a.Subjects(),
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
-		MaxAge:      c.DLQMaxAge,
+		Replicas:    a.c.Replicas,
+		MaxAge:      a.c.DLQMaxAge,
 		MaxMsgs:     -1,
 	}
 }
 
-// AdvisoryConsumerConfig is the durable every instance shares on the advisory stream.
-func (c Config) AdvisoryConsumerConfig() jetstream.ConsumerConfig {
+// ConsumerConfig is the durable every instance shares on the advisory stream.
+func (a AdvisoryCapture) ConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       c.advisoryDurable(),
+		Durable:       a.durable(),
 		Description:   "mediaworker instances move requests that exhausted their deliveries to the DLQ",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		MaxDeliver:    advisoryAttempts + 1, // the handler gives up at advisoryAttempts itself
 		MaxAckPending: 16,
-		Replicas:      c.Replicas,
+		Replicas:      a.c.Replicas,
 	}
 }
 
@@ -85,7 +92,8 @@ type advisories struct {
 // run handles advisories until ctx ends. Every instance runs it; the shared durable
 // hands each advisory to one of them.
 func (a *advisories) run(ctx context.Context) {
-	cons, err := a.s.js.Consumer(ctx, a.s.cfg.AdvisoryStream(), a.s.cfg.advisoryDurable())
+	capture := a.s.cfg.AdvisoryCapture()
+	cons, err := a.s.js.Consumer(ctx, capture.Stream(), capture.durable())
 	if err != nil {
 		a.log.Warn().Err(err).Msg("no max-deliveries advisory consumer (provision the streams at start, or run `mediaworker streams apply`); requests whose worker died on their last delivery will stay in the work queue")
 		return

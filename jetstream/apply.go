@@ -126,7 +126,7 @@ func (s *settler) end(ctx context.Context, d *delivery, p plan, log zerolog.Logg
 // rememberEnd records the request's end (sent before the ack, not awaited) where no outbox was
 // recorded: a redelivery after a lost ack finds it (settled.go).
 func (s *settler) rememberEnd(ctx context.Context, d *delivery, state string, log zerolog.Logger) {
-	failed := func() { s.tally.publishFailed("$KV." + s.cfg.SettledBucket()) } // mediaworker_publish_failures_total
+	failed := func() { s.tally.publishFailed("$KV." + s.cfg.Buckets().Settled()) } // mediaworker_publish_failures_total
 	// Like the publishes: a job that finished as the drain timed out is still recorded.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wcfg.PublishTimeout)
 	err := s.done.rememberSoon(rctx, d.reqSeq, state, s.wcfg.PublishTimeout, failed)
@@ -248,7 +248,7 @@ func (m *settledMemory) rememberSoon(ctx context.Context, reqSeq uint64, state s
 	if _, err := m.bucket(ctx); err != nil {
 		return err
 	}
-	subject := "$KV." + m.cfg.SettledBucket() + "." + strconv.FormatUint(reqSeq, 10)
+	subject := "$KV." + m.cfg.Buckets().Settled() + "." + strconv.FormatUint(reqSeq, 10)
 	f, err := m.kv.js.PublishAsync(subject, []byte(state))
 	if err != nil {
 		return fmt.Errorf("recording settled request %d: %w", reqSeq, err)

@@ -30,7 +30,8 @@ func (b *backlog) findStranded(ctx context.Context) ([]stranded, error) {
 	for _, lane := range append([]job.Kind{job.Triage}, Lanes...) {
 		durable, subjects := b.cfg.Durable, []string{b.cfg.Subjects().Request}
 		if lane != job.Triage {
-			durable, subjects = b.cfg.LaneDurable(lane), b.cfg.laneSubjects(lane)
+			ln := b.cfg.Lane(lane)
+			durable, subjects = ln.Durable(), ln.subjects()
 		}
 		cons, err := stream.Consumer(ctx, durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -90,7 +91,7 @@ func scanSubject(ctx context.Context, stream jetstream.Stream, subject string, f
 // the paths end in the same single outcome anyway (settled-requests memory, Nats-Msg-Id).
 func (b *backlog) advisedSeqs(ctx context.Context) map[uint64]bool {
 	owned := map[uint64]bool{}
-	stream, err := b.js.Stream(ctx, b.cfg.AdvisoryStream())
+	stream, err := b.js.Stream(ctx, b.cfg.AdvisoryCapture().Stream())
 	if err != nil {
 		return owned
 	}
@@ -116,16 +117,17 @@ func (b *backlog) movedOn(ctx context.Context, d *delivery) (bool, error) {
 		return false, fmt.Errorf("opening the requests stream: %w", err)
 	}
 	want := strconv.FormatUint(d.reqSeq, 10)
-	for _, l := range Lanes {
+	for _, k := range Lanes {
+		ln := b.cfg.Lane(k)
 		// Its copy past a full lane's cap: an exact subject.
-		_, err := stream.GetMsg(ctx, d.seq+1, jetstream.WithGetMsgSubject(b.cfg.overflowSubject(l, d.reqSeq)))
+		_, err := stream.GetMsg(ctx, d.seq+1, jetstream.WithGetMsgSubject(ln.overflowSubject(d.reqSeq)))
 		if err == nil {
 			return true, nil
 		}
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return false, fmt.Errorf("looking for a later copy of request %d: %w", d.reqSeq, err)
 		}
-		for _, subject := range b.cfg.laneSubjects(l) {
+		for _, subject := range ln.subjects() {
 			found := false
 			err := scanSubject(ctx, stream, subject, d.seq+1, func(m *jetstream.RawStreamMsg) bool {
 				found = m.Header.Get(HeaderRequestSeq) == want

@@ -68,7 +68,7 @@ func (r rules) deadLetterMsg(d *delivery, reason string, cause error, f facts) (
 	m.Header.Set(HeaderStream, r.cfg.RequestsStream())
 	consumer := r.cfg.Durable
 	if d.lane != job.Triage {
-		consumer = r.cfg.LaneDurable(d.lane)
+		consumer = r.cfg.Lane(d.lane).Durable()
 	}
 	m.Header.Set(HeaderConsumer, consumer)
 	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(d.reqSeq, 10))

@@ -80,11 +80,11 @@ func TestDecideTable(t *testing.T) {
 		{"retry on the last delivery, a dependency down: gave up all the same", job.Image, retry, last, facts{outage: true},
 			want{then: actTerm, reason: "moved to DLQ: max-deliveries", events: []string{subj.Response + "/gave-up", subj.DLQ}, outbox: true, outcome: job.GaveUp}},
 		{"route: the lane copy, acked, no record", job.Triage, route, 1, facts{},
-			want{then: actAck, events: []string{cfg.WorkSubject(job.Video)}, fail: backoff, outcome: job.Route}},
+			want{then: actAck, events: []string{cfg.Lane(job.Video).WorkSubject()}, fail: backoff, outcome: job.Route}},
 		{"route to a full lane: nak after the backoff", job.Triage, route, 1, facts{laneFull: true},
 			want{then: actNak, delay: backoff, outcome: job.Route}},
 		{"route to a full lane on the last delivery: past the cap", job.Triage, route, last, facts{laneFull: true},
-			want{then: actAck, events: []string{cfg.WorkSubject(job.Video) + ".41"}, fail: backoff, outcome: job.Route}},
+			want{then: actAck, events: []string{cfg.Lane(job.Video).WorkSubject() + ".41"}, fail: backoff, outcome: job.Route}},
 		{"unparseable without a mediaId: DLQ only", job.Triage, orphan, 1, facts{},
 			want{then: actTerm, reason: "moved to DLQ: parse-error", events: []string{subj.DLQ}, outbox: true, fail: backoff, outcome: job.GaveUp}},
 	}

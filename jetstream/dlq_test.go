@@ -115,7 +115,7 @@ func TestMaxDeliveriesAdvisoryLeavesASettledRequestAlone(t *testing.T) {
 	id := uuid.NewString()
 	r.publish(id)
 	ctx := context.Background()
-	kv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: r.cfg.SettledBucket()})
+	kv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: r.cfg.Buckets().Settled()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,13 @@ func withMemoryTimeout(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, memoryTimeout)
 }
 
+// Buckets are the key-value memories' buckets as Config lays them out: each one's name and definition,
+// beside its memory (settled.go, verdicts.go, reuse.go). Provision creates them.
+type Buckets struct{ c Config }
+
+// Buckets are c's key-value buckets.
+func (c Config) Buckets() Buckets { return Buckets{c} }
+
 // lazyBucket is one of the worker's key-value memories (settled requests, verdicts, reuse). Provision
 // creates the buckets at start (or `mediaworker streams apply` does); the worker opens one on first
 // use, so a worker whose NATS is slow to come up still starts, and creates it only when it is missing

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -63,14 +64,6 @@ func AllLanes() string {
 	return strings.Join(names, ",")
 }
 
-// WorkSubject is the subject triage routes lane's requests to.
-func (c Config) WorkSubject(lane job.Kind) string {
-	return c.App + ".media.optimize.work." + string(lane)
-}
-
-// LaneDurable is the name of lane's shared durable consumer.
-func (c Config) LaneDurable(lane job.Kind) string { return c.Durable + "-" + string(lane) }
-
 // LaneLimits are one lane consumer's own settings: its MaxAckPending caps the lane's jobs across all
 // instances (in flight plus waiting for a retry), so a fleet can run few videos and many images; its
 // AckWait is how soon a delivery whose worker went silent comes back. Zero: the shared value.
@@ -88,87 +81,123 @@ func defaultLaneLimits() map[job.Kind]*LaneLimits {
 	return out
 }
 
-// ownLimits are lane's settings as configured (zero: unset).
-func (c Config) ownLimits(lane job.Kind) LaneLimits {
-	if l := c.Lanes[lane]; l != nil {
-		return *l
+// Lane is one lane as Config lays it out: its work subject (and the overflow under it), its shared
+// durable and the limits its consumer runs with.
+type Lane struct {
+	Kind job.Kind
+	c    Config
+}
+
+// Lane is kind's lane.
+func (c Config) Lane(kind job.Kind) Lane { return Lane{Kind: kind, c: c} }
+
+// WorkSubject is the subject triage routes the lane's requests to.
+func (l Lane) WorkSubject() string {
+	return l.c.App + ".media.optimize.work." + string(l.Kind)
+}
+
+// Durable is the name of the lane's shared durable consumer.
+func (l Lane) Durable() string { return l.c.Durable + "-" + string(l.Kind) }
+
+// own are the lane's settings as configured (zero: unset).
+func (l Lane) own() LaneLimits {
+	if ll := l.c.Lanes[l.Kind]; ll != nil {
+		return *ll
 	}
 	return LaneLimits{}
 }
 
-// laneField names the Config field of lane's own settings, for errors.
-func laneField(lane job.Kind) string { return "Lanes[" + string(lane) + "]" }
-
-// laneLimits are lane's settings in effect: its own, else the shared ones.
-func (c Config) laneLimits(lane job.Kind) LaneLimits {
-	l := c.ownLimits(lane)
-	if l.AckWait == 0 {
-		l.AckWait = c.AckWait
+// limits are the lane's settings in effect: its own, else the shared ones.
+func (l Lane) limits() LaneLimits {
+	ll := l.own()
+	if ll.AckWait == 0 {
+		ll.AckWait = l.c.AckWait
 	}
-	if l.MaxAckPending == 0 {
-		l.MaxAckPending = c.MaxAckPending
+	if ll.MaxAckPending == 0 {
+		ll.MaxAckPending = l.c.MaxAckPending
 	}
-	return l
+	return ll
 }
 
-// shortestAckWait is the least ack wait of triage's and the lanes' consumers: InProgress must come
-// well inside it.
-func (c Config) shortestAckWait() time.Duration {
-	d := c.AckWait
-	for _, l := range Lanes {
-		d = min(d, c.laneLimits(l).AckWait)
+// field names the Config field of the lane's own settings, for errors.
+func (l Lane) field() string { return "Lanes[" + string(l.Kind) + "]" }
+
+// validate checks the lane's own settings (Config.Validate).
+func (l Lane) validate() error {
+	var errs []error
+	if own := l.own(); own.AckWait != 0 && l.limits().AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("the %s lane's ack wait (Config.%s.AckWait) must be at least 1s, or 0 for the shared one (Config.AckWait), got %s", l.Kind, l.field(), own.AckWait))
 	}
-	return d
+	if own := l.own(); own.MaxAckPending < 0 {
+		errs = append(errs, fmt.Errorf("the %s lane's max ack pending (Config.%s.MaxAckPending) must be at least 1, or 0 for the shared one (Config.MaxAckPending), got %d", l.Kind, l.field(), own.MaxAckPending))
+	}
+	return errors.Join(errs...)
 }
 
-// LaneConsumerConfig returns lane's shared durable, with the lane's own limits (LaneLimits); like
+// ConsumerConfig returns the lane's shared durable, with the lane's own limits (LaneLimits); like
 // triage's, it has no InactiveThreshold.
-func (c Config) LaneConsumerConfig(lane job.Kind) jetstream.ConsumerConfig {
-	limits := c.laneLimits(lane)
+func (l Lane) ConsumerConfig() jetstream.ConsumerConfig {
+	limits := l.limits()
 	return jetstream.ConsumerConfig{
-		Durable:        c.LaneDurable(lane),
-		Description:    fmt.Sprintf("mediaworker instances serving the %s lane share this pull consumer", lane),
+		Durable:        l.Durable(),
+		Description:    fmt.Sprintf("mediaworker instances serving the %s lane share this pull consumer", l.Kind),
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        limits.AckWait,
-		MaxDeliver:     c.MaxDeliver,
+		MaxDeliver:     l.c.MaxDeliver,
 		MaxAckPending:  limits.MaxAckPending,
-		FilterSubjects: c.laneSubjects(lane),
+		FilterSubjects: l.subjects(),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		Replicas:       c.Replicas,
+		Replicas:       l.c.Replicas,
 	}
 }
 
-// laneOf says which lane a message of the requests stream belongs to ("" for a request: triage).
-func (c Config) laneOf(subject string) job.Kind {
-	for _, l := range Lanes {
-		if subject == c.WorkSubject(l) || strings.HasPrefix(subject, c.WorkSubject(l)+".") {
-			return l
-		}
-	}
-	return ""
+// subjects are the subjects the lane's consumer reads: its work subject and the overflow under it.
+func (l Lane) subjects() []string {
+	return []string{l.WorkSubject(), l.WorkSubject() + ".*"}
+}
+
+// holds says whether a message of the requests stream on subject is the lane's.
+func (l Lane) holds(subject string) bool {
+	return subject == l.WorkSubject() || strings.HasPrefix(subject, l.WorkSubject()+".")
 }
 
 // A full lane. With --max-queued, each lane's work subject is capped like the request subject, so a
-// lane with that many jobs queued and in flight refuses triage's copy. That is load, not a fault:
-// apply's laneFull hands the request back with a backoff while deliveries remain, and routes it past
-// the cap on its last delivery (overflowSubject), so no request is dead-lettered for it and none holds a
-// triage slot waiting for room.
+// lane with that many jobs queued and in flight refuses triage's copy. That is load, not a fault: apply
+// reports the refusal (errLaneFull) and settle has decide plan again knowing it (facts.laneFull, settle.go):
+// the request is handed back with a backoff while deliveries remain, and routed past the cap on its
+// last delivery (overflowSubject), so no request is dead-lettered for it and none holds a triage slot
+// waiting for room.
 
 // isLaneFull reports whether a publish was refused by a subject's --max-queued cap.
 func isLaneFull(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "maximum messages per subject exceeded")
 }
 
-// overflowSubject is where a request on its last delivery goes when its lane is full: a subject of its
-// own under the lane's (one message, so the per-subject cap never refuses it), read by the lane's
+// overflowSubject is where a request on its last delivery goes when the lane is full: a subject of
+// its own under the lane's (one message, so the per-subject cap never refuses it), read by the lane's
 // consumer with the lane's subject.
-func (c Config) overflowSubject(lane job.Kind, reqSeq uint64) string {
-	return c.WorkSubject(lane) + "." + strconv.FormatUint(reqSeq, 10)
+func (l Lane) overflowSubject(reqSeq uint64) string {
+	return l.WorkSubject() + "." + strconv.FormatUint(reqSeq, 10)
 }
 
-// laneSubjects are the subjects lane's consumer reads: its work subject and the overflow under it.
-func (c Config) laneSubjects(lane job.Kind) []string {
-	return []string{c.WorkSubject(lane), c.WorkSubject(lane) + ".*"}
+// laneOf says which lane a message of the requests stream belongs to ("" for a request: triage).
+func (c Config) laneOf(subject string) job.Kind {
+	for _, k := range Lanes {
+		if c.Lane(k).holds(subject) {
+			return k
+		}
+	}
+	return ""
+}
+
+// shortestAckWait is the least ack wait of triage's and the lanes' consumers: InProgress must come
+// well inside it.
+func (c Config) shortestAckWait() time.Duration {
+	d := c.AckWait
+	for _, k := range Lanes {
+		d = min(d, c.Lane(k).limits().AckWait)
+	}
+	return d
 }
 
 // DefaultSlots are every lane's default slots on a machine of cores CPUs (job.Spec.Lane.Slots);

@@ -70,7 +70,7 @@ func TestInstanceServesOnlyItsLanes(t *testing.T) {
 	r.publishKey(clip, "u/b.mp4")
 	r.awaitResponses(clip, 1)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image))
+		info := r.consumerInfo(r.cfg.Lane(pipeline.Image).Durable())
 		if info.NumPending != 1 || info.Delivered.Consumer != 0 {
 			return fmt.Errorf("image lane: %d pending, %d delivered; want 1 and 0", info.NumPending, info.Delivered.Consumer)
 		}
@@ -96,7 +96,7 @@ func TestUpgradeFromTheSingleConsumerLayout(t *testing.T) {
 	})
 	ctx := context.Background()
 	// The rig provisioned the new layout; put the old one in its place, as the previous version left it.
-	for _, name := range []string{r.cfg.RequestsStream(), r.cfg.AdvisoryStream()} {
+	for _, name := range []string{r.cfg.RequestsStream(), r.cfg.AdvisoryCapture().Stream()} {
 		if err := r.js.DeleteStream(ctx, name); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestLateDuplicateIsAckedWithoutRunning(t *testing.T) {
 	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
 		t.Fatalf("%d responses stored, want 1", n)
 	}
-	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.Delivered.Consumer != 2 || info.NumAckPending != 0 {
+	if info := r.consumerInfo(r.cfg.Lane(pipeline.Image).Durable()); info.Delivered.Consumer != 2 || info.NumAckPending != 0 {
 		t.Fatalf("image lane delivered %d (ack pending %d); want both copies delivered and acked", info.Delivered.Consumer, info.NumAckPending)
 	}
 }
@@ -268,7 +268,7 @@ func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
 		}
 		return success(req)
 	})
-	img, vid := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)).Config, r.consumerInfo(r.cfg.LaneDurable(pipeline.Video)).Config
+	img, vid := r.consumerInfo(r.cfg.Lane(pipeline.Image).Durable()).Config, r.consumerInfo(r.cfg.Lane(pipeline.Video).Durable()).Config
 	if img.AckWait != 2*time.Second || img.MaxAckPending != 64 || vid.AckWait != 30*time.Second || vid.MaxAckPending != 3 {
 		t.Fatalf("image lane: ack wait %s, max ack pending %d; video lane: %s, %d", img.AckWait, img.MaxAckPending, vid.AckWait, vid.MaxAckPending)
 	}
@@ -282,7 +282,7 @@ func TestLaneLimitsAreTheLanesOwn(t *testing.T) {
 	if n := r.proc.callsOf(id); n != 1 {
 		t.Fatalf("a 4 s job on a lane with a 2 s ack wait ran %d times: InProgress came too late", n)
 	}
-	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+	if info := r.consumerInfo(r.cfg.Lane(pipeline.Image).Durable()); info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
 		t.Fatalf("image lane delivered %d, redelivered %d; want 1 and 0", info.Delivered.Consumer, info.NumRedelivered)
 	}
 
@@ -325,11 +325,11 @@ func TestRedeliveredRequestFindsItsLaneCopy(t *testing.T) {
 	if n := r.streamMsgs(r.cfg.ResponsesStream()); n != 1 {
 		t.Fatalf("%d responses stored, want 1", n)
 	}
-	if info := r.consumerInfo(r.cfg.LaneDurable(pipeline.Image)); info.Delivered.Consumer != 1 {
+	if info := r.consumerInfo(r.cfg.Lane(pipeline.Image).Durable()); info.Delivered.Consumer != 1 {
 		t.Fatalf("the image lane delivered %d copies; want the one triage stored before it died", info.Delivered.Consumer)
 	}
 	// Nothing was written for the route: the memory holds the lane's outbox only.
-	kv, err := r.js.KeyValue(context.Background(), r.cfg.SettledBucket())
+	kv, err := r.js.KeyValue(context.Background(), r.cfg.Buckets().Settled())
 	if err != nil {
 		t.Fatal(err)
 	}

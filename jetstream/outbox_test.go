@@ -123,7 +123,7 @@ func (r *rig) putOutbox(reqSeq uint64, at time.Time, term string, evs ...outboxE
 		Events []outboxEvent `json:"events"`
 		Term   string        `json:"term,omitempty"`
 	}{at, evs, term})
-	kv, err := r.js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: r.cfg.SettledBucket()})
+	kv, err := r.js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: r.cfg.Buckets().Settled()})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func (r *rig) putOutbox(reqSeq uint64, at time.Time, term string, evs ...outboxE
 
 func (r *rig) awaitSettled(reqSeq uint64, want string) {
 	r.t.Helper()
-	kv, err := r.js.KeyValue(context.Background(), r.cfg.SettledBucket())
+	kv, err := r.js.KeyValue(context.Background(), r.cfg.Buckets().Settled())
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func (r *rig) lastMsg(stream string) *jetstream.RawStreamMsg {
 // has passed, as when triage's ack was lost and the request was routed again.
 func (r *rig) publishLateRoute(id string, reqSeq uint64) {
 	r.t.Helper()
-	m := nats.NewMsg(r.cfg.WorkSubject(pipeline.Image))
+	m := nats.NewMsg(r.cfg.Lane(pipeline.Image).WorkSubject())
 	m.Data, _ = json.Marshal(contracts.Request{S3Key: "u/a.jpg", S3Bucket: "media", MediaID: id, MediaURL: "https://api.example/m/" + id})
 	m.Header.Set(natsjs.HeaderRequestSeq, fmt.Sprint(reqSeq))
 	// Triage's own id ends in a digest of the request's stored time (routeID); any id past the window

@@ -59,8 +59,8 @@ func TestProvisionTogetherOnAFreshCluster(t *testing.T) {
 				}
 			}
 			t.Logf("%d instances provisioned together in %s", instances, time.Since(start).Round(time.Millisecond))
-			for _, name := range []string{cfg.RequestsStream(), cfg.ResponsesStream(), cfg.DLQStream(), cfg.AdvisoryStream(),
-				"KV_" + cfg.SettledBucket(), "KV_" + cfg.VerdictBucket(), "KV_" + cfg.ReuseBucket()} {
+			for _, name := range []string{cfg.RequestsStream(), cfg.ResponsesStream(), cfg.DLQStream(), cfg.AdvisoryCapture().Stream(),
+				"KV_" + cfg.Buckets().Settled(), "KV_" + cfg.Buckets().Verdicts(), "KV_" + cfg.Buckets().Reuse()} {
 				s, err := jss[0].Stream(ctx, name)
 				if err != nil {
 					t.Errorf("stream %s: %v", name, err)
@@ -98,7 +98,7 @@ func TestProvisionUpdatesOnlyWhatChanged(t *testing.T) {
 			t.Errorf("stream %s as created does not count as current: every start would update it", sc.Name)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{cfg.settledConfig(), cfg.verdictConfig(), cfg.ReuseBucketConfig(rc)} {
+	for _, kc := range []jetstream.KeyValueConfig{cfg.Buckets().settledConfig(), cfg.Buckets().verdictConfig(), cfg.Buckets().reuseConfig(rc)} {
 		s, err := js.Stream(ctx, "KV_"+kc.Bucket)
 		if err != nil {
 			t.Fatal(err)
@@ -120,7 +120,7 @@ func TestProvisionUpdatesOnlyWhatChanged(t *testing.T) {
 	} else if got := s.CachedInfo().Config.MaxMsgsPerSubject; got != 7 {
 		t.Errorf("requests stream's max msgs per subject %d after provisioning --max-queued 7", got)
 	}
-	if s, err := js.Stream(ctx, "KV_"+cfg.ReuseBucket()); err != nil {
+	if s, err := js.Stream(ctx, "KV_"+cfg.Buckets().Reuse()); err != nil {
 		t.Fatal(err)
 	} else if got := s.CachedInfo().Config.MaxAge; got != 2*time.Hour {
 		t.Errorf("reuse bucket's TTL %s after provisioning --reuse-ttl 2h", got)

@@ -258,7 +258,7 @@ func (r *rescuer) requeue(ctx context.Context, d *delivery, orig *jetstream.RawS
 	// On a subject of its own under the lane's (one message: the lane's --max-queued cap, which may be
 	// what keeps the lane full, cannot refuse it), which the lane's consumer reads. Stream sequences
 	// are unique, so it never meets another request's copy past the cap (those end in a request's).
-	m := nats.NewMsg(r.s.cfg.overflowSubject(d.lane, d.seq))
+	m := nats.NewMsg(r.s.cfg.Lane(d.lane).overflowSubject(d.seq))
 	m.Data = orig.Data
 	copyHeaders(m.Header, orig.Header)
 	m.Header.Set(HeaderRescued, strconv.FormatUint(d.seq, 10))

@@ -83,7 +83,7 @@ func (r *rig) triageByHand(id, key string, lane pipeline.MediaKind, ack bool) (r
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	m := nats.NewMsg(r.cfg.WorkSubject(lane))
+	m := nats.NewMsg(r.cfg.Lane(lane).WorkSubject())
 	m.Data = msg.Data()
 	m.Header.Set(natsjs.HeaderRequestSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
 	m.Header.Set(natsjs.HeaderPublishedAt, meta.Timestamp.UTC().Format(time.RFC3339Nano))
@@ -185,12 +185,12 @@ func TestStrandedLaneCopyIsGivenUpOnce(t *testing.T) {
 		return success(req)
 	})
 	ctx := context.Background()
-	if err := r.js.DeleteStream(ctx, r.cfg.AdvisoryStream()); err != nil {
+	if err := r.js.DeleteStream(ctx, r.cfg.AdvisoryCapture().Stream()); err != nil {
 		t.Fatal(err)
 	}
 	_, seq := r.triageByHand(stranded, "u/v.mp4", pipeline.Video, true)
-	_ = r.fetchOne(r.cfg.LaneDurable(pipeline.Video)) // its worker dies: never acked
-	r.awaitStranded(r.cfg.LaneDurable(pipeline.Video), seq)
+	_ = r.fetchOne(r.cfg.Lane(pipeline.Video).Durable()) // its worker dies: never acked
+	r.awaitStranded(r.cfg.Lane(pipeline.Video).Durable(), seq)
 	if err := natsjs.Provision(ctx, r.js, r.cfg); err != nil { // the advisory capture is back: too late
 		t.Fatal(err)
 	}
@@ -227,9 +227,9 @@ func TestStrandedLaneCopyWithDeliveriesLeftIsRetried(t *testing.T) {
 	r := newRig(t, func(c *natsjs.Config, w *natsjs.WorkerConfig) { w.RescueEvery = time.Second },
 		func(ctx context.Context, req contracts.Request, call int) pipeline.Outcome { return success(req) })
 	_, seq := r.triageByHand(id, "u/a.jpg", pipeline.Image, true)
-	_ = r.fetchOne(r.cfg.LaneDurable(pipeline.Image))
-	r.skipPast(r.cfg.LaneDurable(pipeline.Image), seq)
-	r.awaitStranded(r.cfg.LaneDurable(pipeline.Image), seq)
+	_ = r.fetchOne(r.cfg.Lane(pipeline.Image).Durable())
+	r.skipPast(r.cfg.Lane(pipeline.Image).Durable(), seq)
+	r.awaitStranded(r.cfg.Lane(pipeline.Image).Durable(), seq)
 
 	r.startObserved(obs)
 	r.startObserved(obs)

@@ -36,18 +36,18 @@ func (c ReuseConfig) Validate() error {
 	return nil
 }
 
-// ReuseBucket is the key-value bucket of the reuse memory.
-func (c Config) ReuseBucket() string { return c.streamPrefix() + "_MEDIA_REUSE" }
+// Reuse is the key-value bucket of the reuse memory.
+func (b Buckets) Reuse() string { return b.c.streamPrefix() + "_MEDIA_REUSE" }
 
-// ReuseBucketConfig is the reuse memory's bucket as rc bounds it.
-func (c Config) ReuseBucketConfig(rc ReuseConfig) jetstream.KeyValueConfig {
+// reuseConfig is the reuse memory's bucket as rc bounds it.
+func (b Buckets) reuseConfig(rc ReuseConfig) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
-		Bucket:      c.ReuseBucket(),
+		Bucket:      b.Reuse(),
 		Description: "what recent clean uploads became, by SHA-256, recipe and bucket, so repeated bytes are answered without a transform (every upload is still scanned)",
 		TTL:         rc.TTL,
 		MaxBytes:    rc.MaxBytes,
 		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
+		Replicas:    b.c.Replicas,
 	}
 }
 
@@ -59,7 +59,7 @@ type ReuseMemory struct{ kv lazyBucket }
 // NewReuseMemory returns the reuse memory of cfg. ProvisionReuse creates the bucket at start, or
 // writes rc's TTL and size to it; should it be missing, the first use creates it with them.
 func NewReuseMemory(js jetstream.JetStream, cfg Config, rc ReuseConfig) *ReuseMemory {
-	return &ReuseMemory{kv: lazyBucket{js: js, what: "reuse bucket", conf: cfg.ReuseBucketConfig(rc)}}
+	return &ReuseMemory{kv: lazyBucket{js: js, what: "reuse bucket", conf: cfg.Buckets().reuseConfig(rc)}}
 }
 
 // Lookup returns the entry under key, nil when there is none.

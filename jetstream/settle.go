@@ -129,7 +129,7 @@ func (s *settler) settle(ctx context.Context, d *delivery, out job.Outcome, f fa
 	if errors.Is(err, errLaneFull) {
 		f.laneFull = true
 		p, settled = s.rules.decide(d, f, out)
-		s.tally.laneFull(d, p, s.cfg.WorkSubject(out.MediaKind), log)
+		s.tally.laneFull(d, p, s.cfg.Lane(out.MediaKind).WorkSubject(), log)
 		if err = s.apply(ctx, d, p, log); err == nil && p.then == actNak {
 			return errHandedBack
 		}
@@ -273,10 +273,10 @@ func (r rules) events(d *delivery, out job.Outcome, f facts) []event {
 		evs = append(evs, event{msg: jsonMsg(subj.Virus, out.Virus), id: r.responseID(d, "virus-event")})
 		respond(OutcomeVirus)
 	case job.Route:
-		m := nats.NewMsg(r.cfg.WorkSubject(out.MediaKind))
+		m := nats.NewMsg(r.cfg.Lane(out.MediaKind).WorkSubject())
 		lane := out.MediaKind // a refusal by its cap comes back to decide (errLaneFull)
 		if f.laneFull {
-			m.Subject, lane = r.cfg.overflowSubject(out.MediaKind, d.reqSeq), job.Triage
+			m.Subject, lane = r.cfg.Lane(out.MediaKind).overflowSubject(d.reqSeq), job.Triage
 		}
 		m.Data = d.data
 		copyHeaders(m.Header, d.header)

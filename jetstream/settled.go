@@ -23,18 +23,18 @@ import (
 // the copy. "final" is written only where no outbox was (an end that owes no event) and after a
 // finished interruption, so that later duplicates are acked without searching the streams.
 
-// SettledBucket is the key-value bucket of settled requests.
-func (c Config) SettledBucket() string { return c.streamPrefix() + "_MEDIA_SETTLED" }
+// Settled is the key-value bucket of settled requests.
+func (b Buckets) Settled() string { return b.c.streamPrefix() + "_MEDIA_SETTLED" }
 
-func (c Config) settledConfig() jetstream.KeyValueConfig {
+func (b Buckets) settledConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
-		Bucket:      c.SettledBucket(),
+		Bucket:      b.Settled(),
 		Description: "requests mediaworker settled, by request stream sequence: a late redelivery is acked without running again",
 		// A redelivery comes within MaxDeliver × (AckWait + backoff) of the settlement, minutes; the
 		// responses' age is far beyond that and bounds what an API could still compare against.
-		TTL:      c.ResponseMaxAge,
+		TTL:      b.c.ResponseMaxAge,
 		Storage:  jetstream.FileStorage,
-		Replicas: c.Replicas,
+		Replicas: b.c.Replicas,
 	}
 }
 
@@ -56,7 +56,7 @@ type settledMemory struct {
 }
 
 func newSettledMemory(js jetstream.JetStream, cfg Config) *settledMemory {
-	return &settledMemory{cfg: cfg, kv: lazyBucket{js: js, conf: cfg.settledConfig(), what: "bucket"}}
+	return &settledMemory{cfg: cfg, kv: lazyBucket{js: js, conf: cfg.Buckets().settledConfig(), what: "bucket"}}
 }
 
 func (m *settledMemory) bucket(ctx context.Context) (jetstream.KeyValue, error) {

@@ -94,7 +94,7 @@ func TestTraceContextFlowsFromRequestToResponse(t *testing.T) {
 		t.Fatalf("triage's process event span: trace %s parent %s; want %s and %s", triage.SpanContext.TraceID(), triage.Parent.SpanID(), traceID, parentID)
 	}
 	route, ok := bySpan[lane.Parent.SpanID()]
-	if !ok || route.Name != "publish "+r.cfg.WorkSubject(pipeline.Image) || route.Parent.SpanID() != triage.SpanContext.SpanID() {
+	if !ok || route.Name != "publish "+r.cfg.Lane(pipeline.Image).WorkSubject() || route.Parent.SpanID() != triage.SpanContext.SpanID() {
 		t.Fatalf("the lane's process event is not a child of triage's publish to the lane: parent %q", route.Name)
 	}
 	for _, name := range []string{"transforming", "publish " + r.cfg.Subjects().Response} {

@@ -11,16 +11,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// VerdictBucket is the key-value bucket that remembers virus verdicts for a day, keyed by mediaId.
-func (c Config) VerdictBucket() string { return c.streamPrefix() + "_MEDIA_VERDICTS" }
+// Verdicts is the key-value bucket that remembers virus verdicts for a day, keyed by mediaId.
+func (b Buckets) Verdicts() string { return b.c.streamPrefix() + "_MEDIA_VERDICTS" }
 
-func (c Config) verdictConfig() jetstream.KeyValueConfig {
+func (b Buckets) verdictConfig() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
-		Bucket:      c.VerdictBucket(),
+		Bucket:      b.Verdicts(),
 		Description: "virus verdicts of mediaworker, so a redelivery after the object was removed still answers 'virus detected'",
 		TTL:         24 * time.Hour,
 		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
+		Replicas:    b.c.Replicas,
 	}
 }
 
@@ -31,7 +31,7 @@ type Verdicts struct{ kv lazyBucket }
 
 // NewVerdicts returns the verdict memory of cfg; the bucket (Provision's) is opened on first use.
 func NewVerdicts(js jetstream.JetStream, cfg Config) *Verdicts {
-	return &Verdicts{kv: lazyBucket{js: js, conf: cfg.verdictConfig(), what: "verdict bucket"}}
+	return &Verdicts{kv: lazyBucket{js: js, conf: cfg.Buckets().verdictConfig(), what: "verdict bucket"}}
 }
 
 func (v *Verdicts) bucket(ctx context.Context) (jetstream.KeyValue, error) { return v.kv.open(ctx) }

@@ -83,11 +83,11 @@ func DefaultWorkerConfig() WorkerConfig {
 // Validate checks the settings.
 func (c WorkerConfig) Validate() error {
 	if len(c.Lanes) == 0 {
-		return errors.New("an instance must serve at least one lane (WorkerConfig.Lanes: image, video or both)")
+		return fmt.Errorf("an instance must serve at least one lane (WorkerConfig.Lanes: one or more of %s)", job.KindsInWords())
 	}
 	for l, n := range c.Lanes {
 		if !slices.Contains(Lanes, l) {
-			return fmt.Errorf("unknown lane %q: lanes are image and video", l)
+			return fmt.Errorf("unknown lane %q: lanes are %s", l, job.KindsInWords())
 		}
 		if n < 1 {
 			return fmt.Errorf("the %s lane needs at least 1 slot, got %d (WorkerConfig.Lanes[%s])", l, n, l)
@@ -182,7 +182,7 @@ func (w *Worker) Slots() []LaneSlots {
 	out := []LaneSlots{{Name: "triage", Durable: w.cfg.Durable, Size: w.pools[job.Triage].Size(), busy: w.busy[job.Triage]}}
 	for _, l := range Lanes {
 		if p, ok := w.pools[l]; ok {
-			out = append(out, LaneSlots{Name: string(l), Durable: w.cfg.LaneDurable(l), Size: p.Size(), busy: w.busy[l]})
+			out = append(out, LaneSlots{Name: string(l), Durable: w.cfg.Lane(l).Durable(), Size: p.Size(), busy: w.busy[l]})
 		}
 	}
 	return out
@@ -207,7 +207,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for lane := range w.pools {
 		durable := w.cfg.Durable
 		if lane != job.Triage {
-			durable = w.cfg.LaneDurable(lane)
+			durable = w.cfg.Lane(lane).Durable()
 		}
 		cons, err := w.js.Consumer(ctx, w.cfg.RequestsStream(), durable)
 		if err != nil && ctx.Err() != nil {

@@ -291,7 +291,7 @@ func TestTransientRetriesThenDeadLetters(t *testing.T) {
 	}
 	for h, want := range map[string]string{natsjs.HeaderReason: "max-deliveries", natsjs.HeaderDeliveries: "3",
 		natsjs.HeaderLastError: "downloading: connection refused", natsjs.HeaderStreamSeq: "1", natsjs.HeaderStream: r.cfg.RequestsStream(),
-		natsjs.HeaderConsumer: r.cfg.LaneDurable(pipeline.Image)} {
+		natsjs.HeaderConsumer: r.cfg.Lane(pipeline.Image).Durable()} {
 		if got := m.Header.Get(h); got != want {
 			t.Errorf("header %s = %q, want %q", h, got, want)
 		}
@@ -348,7 +348,7 @@ func TestPullsOnlyForFreeSlots(t *testing.T) {
 	})
 	// Triage moves every request to the image lane, which holds only what its slots run.
 	testenv.Eventually(t, 5*time.Second, func() error {
-		cons, _ := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.LaneDurable(pipeline.Image))
+		cons, _ := r.js.Consumer(context.Background(), r.cfg.RequestsStream(), r.cfg.Lane(pipeline.Image).Durable())
 		info, err := cons.Info(context.Background())
 		if err != nil {
 			return err

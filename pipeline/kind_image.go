@@ -30,9 +30,6 @@ func (imageHandler) downloaded(context.Context, *job) {}
 // cost is bounded by the pixel, frame and metadata limits checked before any pixel is decoded (enter).
 func (imageHandler) watched() bool { return false }
 
-// budget: images take from the pipeline's shared budget.
-func (imageHandler) budget() MemoryBudget { return nil }
-
 // check refuses an image over the transformer's metadata limits before anything decodes it
 // (MetadataChecker). The refusal is the transformer's, and reads as the transform's would
 // ("transforming: image carries …"), where it came from before this check moved ahead of the header

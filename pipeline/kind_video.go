@@ -12,20 +12,14 @@ import (
 )
 
 func init() {
-	registerKind(Video, func(d Deps) kindHandler { return videoHandler{videos: d.Videos, memory: d.VideoMemory} })
+	registerKind(Video, func(d Deps) kindHandler { return videoHandler{videos: d.Videos} })
 }
 
 // videoHandler is the video kind: ffprobe and ffmpeg in child processes, an MP4, a poster, HLS and
 // the recipe's renditions and storyboard (video_recipe.go).
 type videoHandler struct {
 	videos VideoTransformer
-	// memory is the video lane's own budget; nil: videos take from the shared one. A large encode (a
-	// 1080p one is estimated above the default budget, and runs alone in it) then never holds the
-	// image lane's memory, and lanes stay independent in bytes as they are in slots.
-	memory MemoryBudget
 }
-
-func (h videoHandler) budget() MemoryBudget { return h.memory }
 
 // watched is true: ffmpeg reports its position, and its CPU time shows it works (stall.go).
 func (videoHandler) watched() bool { return true }

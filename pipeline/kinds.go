@@ -25,8 +25,6 @@ type kindHandler interface {
 	check(ctx context.Context, j *job) error
 	// estimateMemory is the job's expected peak, from what check learned.
 	estimateMemory(j *job) int64
-	// budget is the memory budget this kind's jobs take from; nil: the pipeline's shared one.
-	budget() MemoryBudget
 	// watched says whether the transform reports progress (stall.go's watchdog), or runs in calls
 	// that cannot be interrupted (libvips), bounded by limits checked before a pixel is decoded.
 	watched() bool

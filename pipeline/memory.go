@@ -52,11 +52,11 @@ func (p *Pipeline) admit(ctx context.Context, j *job) error {
 	return nil
 }
 
-// budgetFor is the budget a job of kind takes from: its kind's own when it has one (the video lane's:
-// kind_video.go), the shared one otherwise.
+// budgetFor is the budget a job of kind takes from: its kind's own when it has one (the app gives
+// each lane its own, so a large encode never holds the image lane's memory), the shared one otherwise.
 func (p *Pipeline) budgetFor(kind MediaKind) MemoryBudget {
-	if h, ok := p.kinds[kind]; ok && h.budget() != nil {
-		return h.budget()
+	if b := p.lanes[kind]; b != nil {
+		return b
 	}
 	return p.memory
 }

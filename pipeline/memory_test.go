@@ -135,7 +135,7 @@ func TestMemoryBudgetPerLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Pipeline{memory: images, kinds: kindHandlers(Deps{VideoMemory: videos})}
+	p := &Pipeline{memory: images, lanes: map[MediaKind]MemoryBudget{Video: videos}, kinds: kindHandlers(Deps{})}
 	if p.budgetFor(Image) != images || p.budgetFor(Video) != videos {
 		t.Errorf("with a budget per lane, images and videos must each take from their own")
 	}

@@ -151,7 +151,8 @@ type Pipeline struct {
 	reuse    *reuser
 	observer Observer
 	now      func() time.Time
-	memory   MemoryBudget // the shared budget; a kind may have its own (kindHandler.budget)
+	memory   MemoryBudget               // the shared budget
+	lanes    map[MediaKind]MemoryBudget // a kind's own budget, when it has one (Deps.LaneMemory)
 }
 
 // fetcher looks the upload up, downloads it, has clamd scan it and settles an infected one.
@@ -195,10 +196,10 @@ type Deps struct {
 	// Memory, if set, admits each transform by its expected memory (memory.go); nil: slots alone
 	// bound what runs at once.
 	Memory MemoryBudget
-	// VideoMemory, if set, is the video lane's own budget: videos take from it, images from Memory,
-	// so a video larger than its budget runs alone in its lane without holding images back. nil:
-	// videos take from Memory too.
-	VideoMemory MemoryBudget
+	// LaneMemory holds a kind's own budget, by kind: its jobs take from it, the others from Memory,
+	// so a video larger than its budget runs alone in its lane without holding images back. A kind
+	// without an entry takes from Memory.
+	LaneMemory map[MediaKind]MemoryBudget
 }
 
 // New returns a pipeline.
@@ -219,6 +220,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		observer: d.Observer,
 		now:      time.Now,
 		memory:   d.Memory,
+		lanes:    d.LaneMemory,
 	}, nil
 }
 

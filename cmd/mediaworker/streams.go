@@ -48,9 +48,9 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func definitions(sc natsjs.Config) map[string]any {
 	s := sc.StreamConfigs()
 	defs := map[string]any{"requests": s[0], "responses": s[1], "dlq": s[2], "advisories": s[3],
-		"consumer": sc.ConsumerConfig(), "advisory-consumer": sc.AdvisoryConsumerConfig()}
+		"consumer": sc.ConsumerConfig(), "advisory-consumer": sc.AdvisoryCapture().ConsumerConfig()}
 	for _, l := range natsjs.Lanes {
-		defs["consumer-"+string(l)] = sc.LaneConsumerConfig(l)
+		defs["consumer-"+string(l)] = sc.Lane(l).ConsumerConfig()
 	}
 	return defs
 }
@@ -112,10 +112,10 @@ func streamsApply(ctx context.Context, cfg app.Config, stdout, stderr io.Writer)
 	sc := cfg.Streams
 	lanes := make([]string, len(natsjs.Lanes))
 	for i, l := range natsjs.Lanes {
-		lanes[i] = sc.LaneDurable(l)
+		lanes[i] = sc.Lane(l).Durable()
 	}
 	fmt.Fprintf(stdout, "applied streams %s, %s, %s, %s, consumers %s (triage), %s, %s-advisories and key-value buckets %s, %s, %s\n",
-		sc.RequestsStream(), sc.ResponsesStream(), sc.DLQStream(), sc.AdvisoryStream(), sc.Durable,
-		strings.Join(lanes, ", "), sc.Durable, sc.SettledBucket(), sc.VerdictBucket(), sc.ReuseBucket())
+		sc.RequestsStream(), sc.ResponsesStream(), sc.DLQStream(), sc.AdvisoryCapture().Stream(), sc.Durable,
+		strings.Join(lanes, ", "), sc.Durable, sc.Buckets().Settled(), sc.Buckets().Verdicts(), sc.Buckets().Reuse())
 	return exitOK
 }
