@@ -457,3 +457,41 @@ func TestDocumentEICARFixtureIsAPDF(t *testing.T) {
 		t.Fatalf("Render = %+v, %v; want one page rendered", res, err)
 	}
 }
+
+// TestDocumentRendersDegradedWithoutLandlock: on a kernel without Landlock (simulated) the renderer
+// still starts and renders, says what is missing for the start-up log, and a hostile SVG still loads
+// nothing (librsvg has no base URL; seccomp still refuses sockets).
+func TestDocumentRendersDegradedWithoutLandlock(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDocuments(t, transcoder.DocumentConfig{Command: []string{exe, "render-document-without-landlock"},
+		Size: 400, MaxPixels: 100_000_000, MaxCPUTime: 30 * time.Second})
+	w := d.Degraded()
+	if !strings.Contains(w, "without landlock (function not implemented)") || !strings.Contains(w, "in force: seccomp-no-sockets") {
+		t.Errorf("Degraded = %q, want Landlock named missing and seccomp in force", w)
+	}
+	t.Logf("warning: %s", w)
+	url, conns := countingListener(t)
+	secret := filepath.Join(t.TempDir(), "passwd.png")
+	if err := os.WriteFile(secret, redPNG(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, in := writeInput(t, "input", testenv.HostileSVG(secret, url))
+	res, err := d.Render(renderCtx(t), dir, in, transcoder.SVG)
+	if err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	img := decodePNG(t, res.Path)
+	for y := 0; y < img.Bounds().Dy(); y += 5 {
+		for x := 0; x < img.Bounds().Dx(); x += 5 {
+			if c := img.At(x, y); !near(c, blue) {
+				t.Fatalf("pixel (%d, %d) is %v, not the background: an external image was drawn", x, y, c)
+			}
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("%d connections to the loopback listener, want 0", n)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mediaworker/mediaworker/internal/confine"
+	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
 // The test binary plays the confined program: "confine" confines itself and re-executes as "probe",
@@ -23,6 +24,12 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "confine":
+			os.Exit(confineAndProbe(os.Args[2:]))
+		case "confine-without-landlock":
+			if err := testenv.WithoutLandlock(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
 			os.Exit(confineAndProbe(os.Args[2:]))
 		case "probe":
 			os.Exit(probe(os.Args[2:]))
@@ -119,24 +126,7 @@ func TestRestrictShutsOutFilesAndNetwork(t *testing.T) {
 	if err := os.WriteFile(outside, []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "confine", scratch, outside, ln.Addr().String())
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("the confined probe failed: %v\n%s", err, stderr)
-	}
-	var r probeResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("reading the probe's answer %q: %v", out, err)
-	}
-	t.Logf("%+v", r)
+	r := runProbe(t, "confine", scratch, outside, ln.Addr().String())
 	// This project's machines (kernel 6.x) have Landlock with its network part and seccomp; a kernel
 	// without them would be a finding, not something to skip over.
 	if !strings.HasPrefix(r.Confinement, "landlock/") || !strings.HasSuffix(r.Confinement, "seccomp-no-sockets") {
@@ -153,5 +143,48 @@ func TestRestrictShutsOutFilesAndNetwork(t *testing.T) {
 	}
 	if n := conns.Load(); n != 0 {
 		t.Errorf("%d connections reached the listener, want 0", n)
+	}
+}
+
+// runProbe runs this test binary as mode with args and returns the probe's answer.
+func runProbe(t *testing.T, mode string, args ...string) probeResult {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(exe, append([]string{mode}, args...)...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("the confined probe failed: %v\n%s", err, stderr)
+	}
+	var r probeResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("reading the probe's answer %q: %v", out, err)
+	}
+	t.Logf("%+v", r)
+	return r
+}
+
+// TestRestrictWithoutLandlockKeepsTheRest: on a kernel without Landlock (simulated: its system calls
+// answer ENOSYS) Restrict still succeeds, reports the layer missing, and the seccomp layer still
+// refuses sockets.
+func TestRestrictWithoutLandlockKeepsTheRest(t *testing.T) {
+	scratch := t.TempDir()
+	if err := os.WriteFile(filepath.Join(scratch, "input"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runProbe(t, "confine-without-landlock", scratch, filepath.Join(scratch, "input"), "127.0.0.1:9")
+	if r.Confinement != "seccomp-no-sockets" {
+		t.Errorf("confinement = %q, want seccomp-no-sockets alone", r.Confinement)
+	}
+	if r.ReadScratch != "" || r.WriteScratch != "" {
+		t.Errorf("the scratch directory is not usable: read %q, write %q", r.ReadScratch, r.WriteScratch)
+	}
+	if r.ConnectTCP == "" || r.UDPSocket == "" {
+		t.Errorf("sockets were allowed without Landlock: tcp %q, udp %q", r.ConnectTCP, r.UDPSocket)
 	}
 }
