@@ -1,0 +1,31 @@
+package vips
+
+import "testing"
+
+// A job alone may borrow every other core, one more job takes one back, and nothing is lent while
+// every core is held; leave is idempotent.
+func TestCoresLendsOnlyIdleCores(t *testing.T) {
+	c := &Cores{max: func() int { return 2 }}
+	leave := c.Enter()
+	if !c.Borrow() {
+		t.Fatal("a job alone on 2 cores could not borrow the idle one")
+	}
+	if c.Borrow() {
+		t.Fatal("a third core was lent on 2 cores")
+	}
+	leave2 := c.Enter() // another job arrives while the core is lent: it runs, nothing more is lent
+	c.Return()
+	if c.Borrow() {
+		t.Fatal("a core was lent while two jobs held both")
+	}
+	leave2()
+	leave2()
+	if !c.Borrow() {
+		t.Fatal("the second job's core was not given back when it left (or leave is not idempotent)")
+	}
+	c.Return()
+	leave()
+	if c.held != 0 {
+		t.Fatalf("held = %d after every job left, want 0", c.held)
+	}
+}
