@@ -1,5 +1,8 @@
 package vips
 
+// #include "shim.h"
+import "C"
+
 import (
 	"runtime"
 	"sync"
@@ -64,3 +67,47 @@ func (c *Cores) Return() {
 	c.held--
 	c.mu.Unlock()
 }
+
+// threadsMu orders the settings of libvips' thread count, which is process-global and read when a
+// pipeline starts (libvips 8.14): every still's decode sets it just before its pipeline, to 1 plus
+// the cores it borrowed, under this lock together with the borrowing, and the last widened decode to
+// finish sets it back to 1. So a decode that borrowed nothing runs one thread unless a decode that
+// borrowed a core idle after it entered widened it meanwhile (that extra thread then has an idle core
+// too), and a job that arrives stops the lending at once.
+var threadsMu sync.Mutex
+
+// widened counts the decodes running with borrowed threads.
+var widened int
+
+// withThreads gives the libvips pipeline the caller starts next the idle cores as extra threads, and
+// returns the function that gives them back when the pipeline is done. One decode borrows at most
+// Concurrency threads more: the JPEG decoder is sequential, so beyond a second thread (the resize
+// beside the decode) more would wait.
+func withThreads() (done func()) {
+	threadsMu.Lock()
+	defer threadsMu.Unlock()
+	lent := 0
+	for lent < Concurrency && cores.Borrow() {
+		lent++
+	}
+	if lent > 0 {
+		widened++
+	}
+	C.mw_concurrency_set(C.int(Concurrency + lent))
+	return func() {
+		if lent == 0 {
+			return
+		}
+		threadsMu.Lock()
+		defer threadsMu.Unlock()
+		for range lent {
+			cores.Return()
+		}
+		if widened--; widened == 0 {
+			C.mw_concurrency_set(C.int(Concurrency))
+		}
+	}
+}
+
+// threads is libvips' thread count for the pipelines that start now.
+func threads() int { return int(C.mw_concurrency_get()) }

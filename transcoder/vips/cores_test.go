@@ -29,3 +29,37 @@ func TestCoresLendsOnlyIdleCores(t *testing.T) {
 		t.Fatalf("held = %d after every job left, want 0", c.held)
 	}
 }
+
+// A still's decode gets a second libvips thread only on an idle core, and the count is back to one
+// when it is done; while every core is held it stays one.
+func TestDecodeThreadsOnlyOnIdleCores(t *testing.T) {
+	if err := Init(); err != nil {
+		t.Fatal(err)
+	}
+	saved := cores
+	t.Cleanup(func() { cores = saved })
+	cores = &Cores{max: func() int { return 2 }}
+	leave := Enter()
+	done := withThreads()
+	if got := threads(); got != 2 {
+		t.Errorf("a decode alone on 2 cores runs %d libvips threads, want 2", got)
+	}
+	if cores.Borrow() {
+		t.Error("the decode's borrowed core was lent again")
+	}
+	done()
+	if got := threads(); got != 1 {
+		t.Errorf("after the widened decode: %d libvips threads, want 1", got)
+	}
+	leave2 := Enter() // two jobs on two cores: nothing idle
+	done = withThreads()
+	if got := threads(); got != 1 {
+		t.Errorf("a decode beside another job on 2 cores runs %d libvips threads, want 1", got)
+	}
+	done()
+	leave2()
+	leave()
+	if cores.held != 0 {
+		t.Fatalf("held = %d after every job left, want 0", cores.held)
+	}
+}
