@@ -38,6 +38,12 @@ const (
 	// bytesPerDecodedPixel is the decoded picture, its smaller variants and libwebp's encoder state,
 	// per pixel of the decode box.
 	bytesPerDecodedPixel = 10
+	// bytesPerParallelEncodePixel is what a still's smaller variants hold when they are encoded beside
+	// the largest, on a core no other job holds (writeVariants, issue 37): their encoders' state at
+	// once, per pixel of the decode box. Measured (VmHWM of a fresh process, one job): a 12 MP JPEG
+	// (decode box 2048×1536) +9–11 MiB, noisy 12 MP JPEGs +2–5 MiB, a 24 MP JPEG +0–1 MiB. Counted
+	// whenever it may happen: whether a core is idle is known only when the job encodes.
+	bytesPerParallelEncodePixel = 4
 	// bytesPerAlphaPixel is libwebp's lossless encoder of the alpha plane (hash chains and histograms),
 	// per pixel of the decode box of a picture with alpha: a 1920×1440 RGBA PNG held 97 MiB, 1600×1200
 	// 57 MiB.
@@ -94,6 +100,9 @@ func estimateImage(in imageMemoryInput, specs []ImageVariantSpec, cfg ImageConfi
 	n := int64(imageJobBytes) + decoded*bytesPerDecodedPixel
 	if frames > 1 {
 		n += decoded * (bytesPerAnimationFrame*frames + bytesPerAnimationPixel)
+	}
+	if frames == 1 && len(specs) > 1 {
+		n += decoded * bytesPerParallelEncodePixel
 	}
 	if in.alpha { // one frame's alpha plane at a time
 		for _, s := range specs {

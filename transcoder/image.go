@@ -267,6 +267,9 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 		defer releaseHEIF()
 	}
 	defer vips.Trim() // after the images below are released
+
+	// This job holds a core until it ends; writeVariants borrows the idle ones.
+	defer vips.Enter()()
 	decode := decodeBox(specs, res.Width, res.Height)
 	animate, warnings := im.animationPlan(hdr, res.Format, sn, specs, decode, res.Width, res.Height)
 	res.Warnings = append(res.Warnings, warnings...)
@@ -287,20 +290,20 @@ func (im *Images) transformFile(ctx context.Context, srcPath, outDir string, sn 
 
 	made := newPictures(decoded, decode, animate)
 	defer made.close()
-	for _, s := range specs {
+	imgs := make([]*vips.Image, len(specs)) // made owns them
+	for i, s := range specs {
 		if err := ctx.Err(); err != nil {
 			return ImageResult{}, fmt.Errorf("transforming image: %w", err)
 		}
-		img, err := made.variant(s, animate && s.keepsAnimation(), res.Width, res.Height)
-		if err != nil {
+		if imgs[i], err = made.variant(s, animate && s.keepsAnimation(), res.Width, res.Height); err != nil {
 			return ImageResult{}, err
 		}
-		v, err := im.writeVariant(img, s, outDir)
-		if err != nil {
-			return ImageResult{}, err
-		}
-		res.Variants = append(res.Variants, v)
 	}
+	vs, err := im.writeVariants(ctx, imgs, specs, outDir)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	res.Variants = append(res.Variants, vs...)
 	res.Facts = assetFacts(made.forFacts())
 	return res, nil
 }
@@ -339,6 +342,40 @@ func (im *Images) checkLimits(h vips.Header) error {
 			dims, megapixels(pixels), megapixels(im.cfg.MaxPixels)), nil)
 	}
 	return nil
+}
+
+// writeVariants encodes the variants, each still on a core no other image job holds when there is one
+// (vips.Borrow: a job alone on the machine encodes its 2048 px variant beside the smaller ones), else
+// one after another on the job's own. The job's own goroutine always encodes the last, so it never
+// idles while a borrowed core works. Animations stay sequential: their encoder state is the largest
+// a job holds and the memory estimate counts one at a time.
+func (im *Images) writeVariants(ctx context.Context, imgs []*vips.Image, specs []ImageVariantSpec, outDir string) ([]ImageVariant, error) {
+	vs := make([]ImageVariant, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		if err := ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("transforming image: %w", err)
+			break
+		}
+		if i < len(specs)-1 && imgs[i].Frames() == 1 && vips.Borrow() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer vips.Return()
+				vs[i], errs[i] = im.writeVariant(imgs[i], s, outDir)
+			}()
+			continue
+		}
+		vs[i], errs[i] = im.writeVariant(imgs[i], s, outDir)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return vs, nil
 }
 
 // writeVariant encodes img as s asks into outDir/<name>.<ext>.

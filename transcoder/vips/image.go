@@ -57,6 +57,9 @@ func ThumbnailBox(path string, width, height int, allFrames, hasICC bool) (*Imag
 	}
 	w, h := side(width), side(height)
 	var p *C.VipsImage
+	if !allFrames { // a still's decode and resize may run on idle cores (cores.go)
+		defer withThreads()()
+	}
 	if err := run("decoding", path, func() bool {
 		p = C.mw_thumbnail_file(cpath, w, h, all, icc)
 		return p != nil

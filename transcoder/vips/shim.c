@@ -14,7 +14,7 @@
 #define MW_SYMBOLS(X) \
 	X(vips_init) X(vips_version) X(vips_version_string) X(vips_error_clear) X(vips_error_buffer_copy) \
 	X(vips_cache_set_max) X(vips_cache_set_max_mem) X(vips_cache_set_max_files) \
-	X(vips_concurrency_set) X(vips_block_untrusted_set) X(vips_operation_block_set) \
+	X(vips_concurrency_set) X(vips_concurrency_get) X(vips_block_untrusted_set) X(vips_operation_block_set) \
 	X(vips_foreign_find_load) X(vips_nickname_find) X(vips_image_new_from_file) \
 	X(vips_image_get_width) X(vips_image_get_height) X(vips_image_get_page_height) \
 	X(vips_image_get_bands) X(vips_image_get_format) X(vips_image_hasalpha) \
@@ -79,6 +79,11 @@ static void mw_load_heif(void) {
 
 static void mw_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data) {
 }
+
+// mw_concurrency_set sets the thread count of the libvips pipelines that start from now on
+// (process-global; Go's withThreads orders the calls).
+void mw_concurrency_set(int n) { mw_vips_concurrency_set(n); }
+int mw_concurrency_get(void) { return mw_vips_concurrency_get(); }
 
 // mw_init starts libvips and locks it down for untrusted input. Called once.
 int mw_init(int concurrency) {

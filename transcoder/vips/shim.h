@@ -27,6 +27,8 @@ typedef struct {
 
 const char *mw_load(void);
 int mw_init(int concurrency);
+void mw_concurrency_set(int n);
+int mw_concurrency_get(void);
 char *mw_error(void);
 void mw_error_clear(void);
 int mw_read_header(const char *path, mw_header *h);

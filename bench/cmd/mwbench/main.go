@@ -70,7 +70,7 @@ func main() {
 		leakN    = flag.Int("leak-n", 10000, "jobs in the RSS-over-many-jobs run with S3 storage (RSS compared after N/10 and N; the embedded-store run does N/2)")
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
 		wenv     = flag.String("worker-env", "", "comma-separated KEY=VALUE pairs added to every worker's environment (experiments, e.g. GOGC=50)")
-		phases   = flag.String("phases", "startup,images,videos,scan,memory,nats-writes,orchestration", "phases to run")
+		phases   = flag.String("phases", "startup,images,peers,videos,scan,memory,nats-writes,orchestration", "phases to run (peers: the worker beside sharp, peers.go)")
 		merge    = flag.Bool("merge", false, "merge this run's rows, sections and commands into the existing -out file instead of writing it anew (a partial run: -phases; merge.go)")
 		clipList = flag.String("clips", "", "comma-separated clip names (e.g. 1080p-h264.mp4) to keep from the corpus; default all (for iterating on one kind of video)")
 	)
@@ -167,6 +167,8 @@ func main() {
 		// images' throughput comparison alone (issue 13's baselines and black-box case), for iterating.
 		"image-throughput": b.imageThroughput,
 		"videos":           b.videosPhase,
+		// The worker beside sharp on the same photos, interleaved (issue 37, peers.go).
+		"peers": b.peersPhase,
 		// videos' worker-vs-bare comparison alone (no large input), for iterating: -clips narrows it.
 		"video-compare": b.videoCompare,
 		"scan":          b.scanPhase,

@@ -1,0 +1,566 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mediaworker/mediaworker/bench"
+	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/transcoder"
+)
+
+// The peers phase (issue 37): the worker beside another system doing the same job on the same photos,
+// interleaved round by round in one run, each scanning every upload with the same clamd. The peer is
+// sharp (npm, pinned in peers/sharp/package-lock.json, with its prebuilt libvips), driven by a small
+// Node service (peers/sharp/peer.js) as a site using sharp would write it: it installs into the
+// corpus cache with `npm ci`, as the tests install their npm reference code (testenv.NPMPackages).
+
+//go:embed peers/sharp/package.json peers/sharp/package-lock.json peers/sharp/peer.js
+var peerFiles embed.FS
+
+// peerBurst is how many photos the burst submits at once (the issue's 40); -quick halves it.
+const peerBurst = 40
+
+// peerPhotos are the photos of the comparison: the corpus's 12 MP JPEG and PNG and six of the noisy
+// 12 MP JPEGs: eight different files, none of them made for this comparison. No HEIC: sharp's prebuilt
+// libvips decodes AVIF but not HEVC ("Support for this compression format has not been built in").
+func (b *bencher) peerPhotos() ([]Photo, error) {
+	noisy, err := b.noisyPhotos()
+	if err != nil {
+		return nil, err
+	}
+	photos := []Photo{b.corpus.photo("jpeg-12mp"), b.corpus.photo("png-12mp")}
+	return append(photos, noisy[:6]...), nil
+}
+
+// installSharp writes the peer's files into a cache directory named by their hash and installs the
+// pinned packages there once. It returns the directory and node's path.
+func (b *bencher) installSharp(cacheRoot string) (dir, node string, err error) {
+	h := sha256.New()
+	names := []string{"package.json", "package-lock.json", "peer.js"}
+	data := map[string][]byte{}
+	for _, n := range names {
+		d, err := peerFiles.ReadFile("peers/sharp/" + n)
+		if err != nil {
+			return "", "", err
+		}
+		data[n] = d
+		h.Write(d)
+	}
+	dir = filepath.Join(cacheRoot, "peer-sharp-"+hex.EncodeToString(h.Sum(nil))[:12])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), data[n], 0o644); err != nil {
+			return "", "", err
+		}
+	}
+	err = b.env.Do(func() { node = testenv.NPMPackages(b.env, dir, "sharp/package.json") })
+	return dir, node, err
+}
+
+// sharpPeer is the running Node service.
+type sharpPeer struct {
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	mu       sync.Mutex
+	waiting  map[int]chan peerAnswer
+	next     int
+	versions string
+	done     chan struct{}
+}
+
+type peerVariant struct {
+	Name   string `json:"name"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Size   int64  `json:"size"`
+}
+
+type peerAnswer struct {
+	ID       int           `json:"id"`
+	Variants []peerVariant `json:"variants"`
+	Error    string        `json:"error"`
+}
+
+func startSharpPeer(ctx context.Context, node, dir string, cfg transcoder.ImageConfig, inflight int, scan clamdScan, logPath string) (*sharpPeer, error) {
+	type variant struct {
+		Name    string `json:"name"`
+		Size    int    `json:"size"`
+		Quality int    `json:"quality"`
+	}
+	conf, _ := json.Marshal(map[string]any{"inflight": inflight, "effort": cfg.Effort, "scanConf": scan.conf,
+		"variants": []variant{{"high", cfg.High, cfg.QualityHigh}, {"medium", cfg.Medium, cfg.QualityMedium}, {"low", cfg.Low, cfg.QualityLow}}})
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, node, "peer.js", string(conf))
+	cmd.Dir = dir
+	cmd.Stderr = logf
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the sharp peer: %w", err)
+	}
+	p := &sharpPeer{cmd: cmd, in: in, waiting: map[int]chan peerAnswer{}, done: make(chan struct{})}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the sharp peer exited before it was ready: %s", tailFileText(logPath))
+	}
+	var hello struct {
+		Versions    map[string]string `json:"versions"`
+		Concurrency int               `json:"concurrency"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &hello); err != nil {
+		return nil, fmt.Errorf("the sharp peer said %q: %w", sc.Text(), err)
+	}
+	p.versions = fmt.Sprintf("sharp %s, its libvips %s, sharp.concurrency() %d", hello.Versions["sharp"], hello.Versions["vips"], hello.Concurrency)
+	go func() {
+		defer close(p.done)
+		for sc.Scan() {
+			var a peerAnswer
+			if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+				continue
+			}
+			p.mu.Lock()
+			ch := p.waiting[a.ID]
+			delete(p.waiting, a.ID)
+			p.mu.Unlock()
+			if ch != nil {
+				ch <- a
+			}
+		}
+	}()
+	return p, nil
+}
+
+func (p *sharpPeer) pid() int { return p.cmd.Process.Pid }
+
+// submit sends one job; the answer arrives on the channel.
+func (p *sharpPeer) submit(src, out string) (<-chan peerAnswer, error) {
+	ch := make(chan peerAnswer, 1)
+	p.mu.Lock()
+	p.next++
+	id := p.next
+	p.waiting[id] = ch
+	p.mu.Unlock()
+	line, _ := json.Marshal(map[string]any{"id": id, "src": src, "out": out})
+	if _, err := p.in.Write(append(line, '\n')); err != nil {
+		return nil, fmt.Errorf("sending a job to the sharp peer: %w", err)
+	}
+	return ch, nil
+}
+
+func (p *sharpPeer) wait(ctx context.Context, ch <-chan peerAnswer) (peerAnswer, error) {
+	select {
+	case a := <-ch:
+		if a.Error != "" {
+			return a, fmt.Errorf("sharp peer: %s", a.Error)
+		}
+		return a, nil
+	case <-p.done:
+		return peerAnswer{}, fmt.Errorf("the sharp peer exited")
+	case <-ctx.Done():
+		return peerAnswer{}, ctx.Err()
+	}
+}
+
+// stop closes the peer's stdin (it exits when its queue is empty) and waits.
+func (p *sharpPeer) stop() {
+	_ = p.in.Close()
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+	_ = p.cmd.Wait()
+}
+
+func tailFileText(path string) string {
+	b, _ := os.ReadFile(path)
+	s := strings.TrimSpace(string(b))
+	if len(s) > 2000 {
+		s = s[len(s)-2000:]
+	}
+	return s
+}
+
+// peerSystem is one side of the comparison.
+type peerSystem struct {
+	name string
+	// one runs photo i alone and returns when its variants are made.
+	one func(i int) error
+	// burst submits n jobs at once (photo i%len) and returns when all are done.
+	burst func(n int) error
+	cpu   func() time.Duration // the system's CPU so far, its clamd's included
+	hwm   func() int64
+}
+
+// peersPhase compares the worker with sharp (peers.go's doc).
+func (b *bencher) peersPhase() (err error) {
+	photos, err := b.peerPhotos()
+	if err != nil {
+		return err
+	}
+	root, err := testenv.CacheDir()
+	if err != nil {
+		return err
+	}
+	dir, node, err := b.installSharp(filepath.Join(root, "bench"))
+	if err != nil {
+		return fmt.Errorf("installing sharp: %w", err)
+	}
+	cfg := transcoder.DefaultImageConfig()
+	work := b.phaseDir("peers", "out")
+	scan, err := newClamdScan(b.clamd, "deploy", filepath.Join(work, "clamdscan"))
+	if err != nil {
+		return err
+	}
+	inflight := b.parallel
+	peer, err := startSharpPeer(b.ctx, node, dir, cfg, inflight, scan, filepath.Join(work, "sharp.log"))
+	if err != nil {
+		return err
+	}
+	defer peer.stop()
+	w, err := b.startWorker("peers", "worker", inflight, 1)
+	if err != nil {
+		return err
+	}
+	defer stopWorker(w, &err)
+	c, err := b.dial(w)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	keys := make([]string, len(photos))
+	for i, p := range photos {
+		keys[i] = "peers/" + filepath.Base(p.Path)
+		if err := c.Upload(b.ctx, keys[i], p.Path); err != nil {
+			return err
+		}
+	}
+	burstN := peerBurst
+	if b.quick {
+		burstN /= 2
+	}
+
+	// Outputs: the first round's of each photo are kept for the comparison of bytes and SSIM.
+	sharpOut := func(i int, keep bool) (string, error) {
+		if keep {
+			d := filepath.Join(work, "sharp", strconv.Itoa(i))
+			return d, os.MkdirAll(d, 0o755)
+		}
+		return os.MkdirTemp(work, "sharp-")
+	}
+	workerBytes := make([]int64, len(photos))
+	systems := []peerSystem{
+		{name: "worker",
+			one: func(i int) error {
+				res, _, err := c.RunBatch(b.ctx, []string{keys[i]})
+				if err == nil && len(res) == 1 {
+					workerBytes[i] = 0
+					for _, v := range res[0].Answer.Resp.Processed {
+						workerBytes[i] += v.Size
+					}
+				}
+				return err
+			},
+			burst: func(n int) error {
+				ks := make([]string, n)
+				for k := range ks {
+					ks[k] = keys[k%len(keys)]
+				}
+				_, _, err := c.RunBatch(b.ctx, ks)
+				return err
+			},
+			cpu: func() time.Duration { t, _ := bench.ProcessCPU(w.Pid()); return t + scan.cpu() },
+			hwm: func() int64 { m, _ := w.Memory(); return m.HWM },
+		},
+		{name: "sharp",
+			one: func(i int) error {
+				out, err := sharpOut(i, true)
+				if err != nil {
+					return err
+				}
+				ch, err := peer.submit(photos[i].Path, out)
+				if err != nil {
+					return err
+				}
+				_, err = peer.wait(b.ctx, ch)
+				return err
+			},
+			burst: func(n int) error {
+				var chs []<-chan peerAnswer
+				var dirs []string
+				defer func() {
+					for _, d := range dirs {
+						_ = os.RemoveAll(d)
+					}
+				}()
+				for k := range n {
+					out, err := sharpOut(k, false)
+					if err != nil {
+						return err
+					}
+					dirs = append(dirs, out)
+					ch, err := peer.submit(photos[k%len(photos)].Path, out)
+					if err != nil {
+						return err
+					}
+					chs = append(chs, ch)
+				}
+				for _, ch := range chs {
+					if _, err := peer.wait(b.ctx, ch); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			// The Node process and the clamdscan processes it ran (waited for), and clamd's scans.
+			cpu: func() time.Duration { t, _ := bench.ProcessTreeCPU(peer.pid()); return t + scan.cpu() },
+			hwm: func() int64 { m, _ := bench.ReadMemory(peer.pid()); return m.HWM },
+		},
+	}
+
+	// Warm-up: every photo once through each (loaders, page cache, the worker's first jobs, V8's JIT).
+	for _, s := range systems {
+		for i := range photos {
+			if err := s.one(i); err != nil {
+				return fmt.Errorf("warm-up %s %s: %w", s.name, photos[i].Name, err)
+			}
+		}
+	}
+
+	type roundNums struct{ cpuOne, cpuBurst, wallOne, thr float64 }
+	nums := map[string][]roundNums{}
+	for run := range b.runs {
+		for k := range systems {
+			s := systems[(k+run)%len(systems)] // alternate who goes first
+			var r roundNums
+			c0, t0 := s.cpu(), time.Now()
+			for i := range photos {
+				if err := s.one(i); err != nil {
+					return fmt.Errorf("%s one at a time %s: %w", s.name, photos[i].Name, err)
+				}
+			}
+			r.wallOne = time.Since(t0).Seconds() / float64(len(photos))
+			r.cpuOne = (s.cpu() - c0).Seconds() / float64(len(photos))
+			c0, t0 = s.cpu(), time.Now()
+			if err := s.burst(burstN); err != nil {
+				return fmt.Errorf("%s burst: %w", s.name, err)
+			}
+			wall := time.Since(t0).Seconds()
+			r.thr = float64(burstN) / wall
+			r.cpuBurst = (s.cpu() - c0).Seconds() / float64(burstN)
+			nums[s.name] = append(nums[s.name], r)
+			b.logf("peers run %d %s: one at a time %.2f s/img (%.2f CPU-s/img); burst of %d: %.2f img/s, %.2f CPU-s/img, %.0f %% of %d cores",
+				run+1, s.name, r.wallOne, r.cpuOne, burstN, r.thr, r.cpuBurst, 100*r.cpuBurst*r.thr/float64(b.parallel), b.parallel)
+		}
+	}
+
+	// Memory: a fresh worker given the burst as the issue states it, every photo uploaded at once.
+	upHWM, jobsHWM, memWall, err := b.burstMemory(photos, burstN, inflight)
+	if err != nil {
+		return fmt.Errorf("burst memory: %w", err)
+	}
+	b.logf("peers burst memory: VmHWM %s after %d uploads at once, %s after the %d jobs (%s)", mib(float64(upHWM)), burstN,
+		mib(float64(jobsHWM)), burstN, memWall.Round(time.Millisecond))
+
+	// Same pictures? Bytes per photo and SSIM per variant against a lossless reference.
+	quality, qrows, err := b.peerQuality(cfg, photos, work, workerBytes)
+	if err != nil {
+		return err
+	}
+
+	ratios := func(f func(r roundNums) float64) []float64 {
+		var xs []float64
+		for i := range nums["worker"] {
+			xs = append(xs, f(nums["worker"][i])/f(nums["sharp"][i]))
+		}
+		return xs
+	}
+	spread := func(xs []float64) (float64, string) {
+		lo, hi := bench.MinMax(xs)
+		return bench.Median(xs), fmt.Sprintf("%s (%s–%s)", ratio(bench.Median(xs)), ratio(lo), ratio(hi))
+	}
+	cpuMed, cpuCell := spread(ratios(func(r roundNums) float64 { return r.cpuBurst }))
+	cpuOneMed, cpuOneCell := spread(ratios(func(r roundNums) float64 { return r.cpuOne }))
+	wallMed, wallCell := spread(ratios(func(r roundNums) float64 { return r.wallOne }))
+	thrMed, thrCell := spread(ratios(func(r roundNums) float64 { return r.thr }))
+	whwm, shwm := systems[0].hwm(), systems[1].hwm()
+	util := func(name string) string {
+		var xs []float64
+		for _, r := range nums[name] {
+			xs = append(xs, r.cpuBurst*r.thr/float64(b.parallel))
+		}
+		return fmt.Sprintf("%.0f %%", 100*bench.Median(xs))
+	}
+	med := func(name string, f func(r roundNums) float64) float64 {
+		var xs []float64
+		for _, r := range nums[name] {
+			xs = append(xs, f(r))
+		}
+		return bench.Median(xs)
+	}
+
+	b.rep.own("peers", "sharp:")
+	b.rep.row("peers", fmt.Sprintf("sharp: CPU per image, worker + clamd ÷ sharp + clamdscan + clamd, burst of %d, %d in flight", burstN, inflight),
+		fmt.Sprintf("median (range) of %d rounds %s; one at a time %s; %s", b.runs, cpuCell, cpuOneCell, quality),
+		ratio(cpuMed), "≤ 1.0×", atMost(cpuMed, 1.0))
+	_ = cpuOneMed
+	b.rep.row("peers", "sharp: wall per image, one photo at a time, worker ÷ sharp",
+		fmt.Sprintf("median (range) %s", wallCell), ratio(wallMed), "≤ 1.0×", atMost(wallMed, 1.0))
+	b.rep.row("peers", fmt.Sprintf("sharp: throughput, %d photos at once, %d in flight, worker ÷ sharp", burstN, inflight),
+		fmt.Sprintf("median (range) %s; %.2f vs %.2f img/s; cores busy %s vs %s", thrCell,
+			med("worker", func(r roundNums) float64 { return r.thr }), med("sharp", func(r roundNums) float64 { return r.thr }),
+			util("worker"), util("sharp")),
+		ratio(thrMed), "≥ 1.1×", atLeast(thrMed, 1.1))
+	b.rep.row("peers", fmt.Sprintf("sharp: worker VmHWM, a fresh worker, %d photos uploaded at once into its embedded store, then %d requests at once", burstN, burstN),
+		fmt.Sprintf("%s after the uploads, %s after the jobs (%.2f img/s); over the whole comparison: worker %s, sharp's Node process %s",
+			mib(float64(upHWM)), mib(float64(jobsHWM)), float64(burstN)/memWall.Seconds(), mib(float64(whwm)), mib(float64(shwm))),
+		mib(float64(jobsHWM)), "≤ 300 MiB", atMost(float64(jobsHWM), 300<<20))
+
+	var rrows [][]string
+	for i := range nums["worker"] {
+		wk, sh := nums["worker"][i], nums["sharp"][i]
+		rrows = append(rrows, []string{strconv.Itoa(i + 1),
+			fmt.Sprintf("%.2f / %.2f: %s", wk.cpuBurst, sh.cpuBurst, ratio(wk.cpuBurst/sh.cpuBurst)),
+			fmt.Sprintf("%.2f / %.2f: %s", wk.cpuOne, sh.cpuOne, ratio(wk.cpuOne/sh.cpuOne)),
+			fmt.Sprintf("%.2f / %.2f: %s", wk.wallOne, sh.wallOne, ratio(wk.wallOne/sh.wallOne)),
+			fmt.Sprintf("%.2f / %.2f: %s", wk.thr, sh.thr, ratio(wk.thr/sh.thr)),
+			fmt.Sprintf("%.0f %% / %.0f %%", 100*wk.cpuBurst*wk.thr/float64(b.parallel), 100*sh.cpuBurst*sh.thr/float64(b.parallel))})
+	}
+	var names []string
+	for _, p := range photos {
+		names = append(names, p.Name)
+	}
+	b.rep.section("Peers: sharp",
+		"The worker beside sharp (%s; npm, installed by the benchmark with `npm ci` from bench/cmd/mwbench/peers/sharp/package-lock.json "+
+			"into the corpus cache, its prebuilt libvips from the registry), in one run, interleaved round by round (who goes first "+
+			"alternates), on %d photos (%s). Both make the default trio: WebP %d/%d/%d px (fit inside, never enlarged), Q %d/%d/%d, "+
+			"effort %d, metadata stripped, sRGB. *worker*: `mediaworker run`, the photos in its embedded store, `--max-image-jobs %d`, "+
+			"requests published, timed to the last response. *sharp*: a Node service (peers/sharp/peer.js) fed the same jobs on stdin, at "+
+			"most %d at once: `clamdscan --fdpass` of the file against the worker's clamd (deploy config), one decode shrunk to 2048 px "+
+			"held raw, the three encodes at once (`Promise.all`), sharp's defaults otherwise. *one at a time*: the %d photos one after "+
+			"another, wall and CPU per image; *burst*: %d jobs submitted at once (the photos in turn), %d in flight. CPU: user + system "+
+			"seconds of the worker process, or of the Node process and the clamdscan processes it waited for, plus what clamd spent "+
+			"meanwhile. *cores busy*: CPU seconds ÷ wall ÷ %d cores. Worker / sharp: ratio, per round.\n\n%s\n"+
+			"Output: bytes of the three variants, worker ÷ sharp, per photo, and SSIM (ffmpeg's `ssim` filter, all planes) of each "+
+			"variant against a lossless reference made from the same photo by `vips thumbnail` at that size.\n\n%s",
+		peer.versions, len(photos), strings.Join(names, ", "), cfg.High, cfg.Medium, cfg.Low, cfg.QualityHigh, cfg.QualityMedium,
+		cfg.QualityLow, cfg.Effort, inflight, inflight, len(photos), burstN, inflight, b.parallel,
+		table([]string{"round", "CPU s/img, burst", "CPU s/img, one at a time", "wall s/img, one at a time", "burst img/s", "cores busy in the burst"}, rrows),
+		qrows)
+	b.rep.command("# peers: sharp (bench/cmd/mwbench/peers/sharp/peer.js, fed JSON jobs on stdin), per job:\n"+
+		"clamdscan --config-file=<LocalSocket of the worker's clamd> --fdpass --no-summary <photo>\n"+
+		"sharp(photo).rotate().resize(%d, %d, {fit: 'inside', withoutEnlargement: true}).raw() → "+
+		"3 × sharp(raw).resize(size).webp({quality, effort: %d}), at once", cfg.High, cfg.High, cfg.Effort)
+	return nil
+}
+
+var ssimAll = regexp.MustCompile(`All:([0-9.]+)`)
+
+// ssim is ffmpeg's SSIM (all planes) of a against ref, ref scaled to a's size if they differ.
+func ssim(ctx context.Context, a, ref string) (float64, error) {
+	out, err := exec.CommandContext(ctx, "ffmpeg", "-nostdin", "-hide_banner", "-nostats", "-i", a, "-i", ref,
+		"-lavfi", "[1:v][0:v]scale2ref=flags=lanczos[r][c];[c][r]ssim", "-f", "null", "-").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("ffmpeg ssim %s: %v: %s", a, err, tailString(string(out)))
+	}
+	m := ssimAll.FindAllStringSubmatch(string(out), -1)
+	if m == nil {
+		return 0, fmt.Errorf("ffmpeg ssim %s: no SSIM in its output: %s", a, tailString(string(out)))
+	}
+	return strconv.ParseFloat(m[len(m)-1][1], 64)
+}
+
+func tailString(s string) string {
+	if len(s) > 600 {
+		return s[len(s)-600:]
+	}
+	return s
+}
+
+// peerQuality compares the outputs: the worker's (made again in-process by the same library calls, and
+// checked to weigh what the worker's response said) and sharp's kept from its first one-at-a-time run.
+func (b *bencher) peerQuality(cfg transcoder.ImageConfig, photos []Photo, work string, workerBytes []int64) (summary, tbl string, err error) {
+	images, err := transcoder.NewImages(cfg)
+	if err != nil {
+		return "", "", err
+	}
+	var rows [][]string
+	worstBytes, worstSSIM := 0.0, 0.0
+	for i, p := range photos {
+		wdir := filepath.Join(work, "worker", strconv.Itoa(i))
+		if err := os.MkdirAll(wdir, 0o755); err != nil {
+			return "", "", err
+		}
+		res, err := images.Transform(b.ctx, p.Path, wdir)
+		if err != nil {
+			return "", "", fmt.Errorf("in-process transform of %s: %w", p.Name, err)
+		}
+		if got := variantBytes(res.Variants); got != workerBytes[i] {
+			return "", "", fmt.Errorf("%s: the in-process transform made %d bytes, the worker's response said %d", p.Name, got, workerBytes[i])
+		}
+		var sb int64
+		cells := []string{p.Name}
+		var ssims []string
+		for _, v := range res.Variants {
+			sp := filepath.Join(work, "sharp", strconv.Itoa(i), v.Quality+".webp")
+			sb += fileSize(sp)
+			ref := filepath.Join(wdir, v.Quality+"-ref.png")
+			size := strconv.Itoa(max(v.Width, v.Height))
+			if err := runQuiet(b.ctx, nil, "vips", "thumbnail", p.Path, ref, size, "--height", size, "--size", "down"); err != nil {
+				return "", "", err
+			}
+			sw, err := ssim(b.ctx, v.Path, ref)
+			if err != nil {
+				return "", "", err
+			}
+			ss, err := ssim(b.ctx, sp, ref)
+			if err != nil {
+				return "", "", err
+			}
+			if math.Abs(sw-ss) > math.Abs(worstSSIM) {
+				worstSSIM = sw - ss
+			}
+			ssims = append(ssims, fmt.Sprintf("%s %.4f / %.4f", v.Quality, sw, ss))
+		}
+		br := float64(workerBytes[i])/float64(sb) - 1
+		if math.Abs(br) > math.Abs(worstBytes) {
+			worstBytes = br
+		}
+		cells = append(cells, fmt.Sprintf("%d / %d (%+.1f %%)", workerBytes[i]>>10, sb>>10, 100*br), strings.Join(ssims, "; "))
+		rows = append(rows, cells)
+	}
+	same := "same pictures"
+	if math.Abs(worstBytes) > 0.03 || math.Abs(worstSSIM) > 0.002 {
+		same = "NOT the same pictures (bytes beyond ±3 % or SSIM beyond ±0.002)"
+	}
+	summary = fmt.Sprintf("outputs: bytes worker ÷ sharp worst %+.1f %%, SSIM worker − sharp worst %+.4f: %s", 100*worstBytes, worstSSIM, same)
+	return summary, table([]string{"photo", "bytes KiB, worker / sharp", "SSIM worker / sharp"}, rows) + "\n" + summary + "\n", nil
+}
