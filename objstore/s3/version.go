@@ -15,6 +15,7 @@ import (
 // objstore.StattedRemover): by its version ID on a versioned bucket, else only while the key still
 // holds an object with its ETag. So the bytes clamd scanned are the bytes quarantined and removed, and
 // on a versioned bucket "deleted" means that version is gone, not hidden under a delete marker.
+// Reading it (GetStatted) is the reader's, in get.go; versionOf below names the version for both.
 
 var (
 	_ objstore.StattedGetter  = (*Store)(nil)
