@@ -50,6 +50,7 @@ type App struct {
 	ingest   *ingest.Ingester // nil: ingest off
 	metrics  *metrics
 	webhooks *webhooks.Dispatcher // nil: no endpoints
+	health   *health              // /health and /health/ready, made once the worker is
 	http     *http.Server
 	httpLn   net.Listener
 	starting *Starting // answers on httpLn until Run serves the App there; nil without
@@ -189,6 +190,7 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 		return nil, err
 	}
 	a.metrics.watchLanes(a.worker.Slots())
+	a.health = &health{cfg: a.cfg, nc: a.nc, js: a.js, store: a.store, scanner: a.scanner, sigs: a.sigs, deps: deps, worker: a.worker}
 	if cfg.Ingest.Enabled {
 		if a.ingest, err = ingest.New(ctx, a.js, cfg.Ingest, ingest.Options{
 			App: cfg.Streams.App, RequestSubject: cfg.Streams.Subjects().Request, Durable: cfg.Streams.Durable,

@@ -292,8 +292,8 @@ func (d *Deps) allUpLocked() bool {
 func (a *App) watchDeps(ctx context.Context, cfg DepsConfig) (*Deps, error) {
 	d, err := NewDeps(cfg, []Probe{
 		{Name: "clamd", Check: a.scanner.Ping},
-		{Name: "object_store", Check: a.checkStore},
-		{Name: "scratch_disk", Check: func(context.Context) error { return a.checkScratch() }},
+		{Name: "object_store", Check: func(ctx context.Context) error { return checkStore(ctx, a.cfg, a.store) }},
+		{Name: "scratch_disk", Check: func(context.Context) error { return checkScratch(a.cfg) }},
 	}, a.log)
 	if err != nil {
 		return nil, fmt.Errorf("creating dependency watcher: %w", err)

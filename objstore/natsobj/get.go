@@ -15,6 +15,10 @@ import (
 
 // Reading objects: chunk by chunk through a consumer, or with one direct get when there is one chunk.
 
+// reader is a Store's reading side: whole objects here, ranges in getrange.go. It shares the Store's
+// bound buckets, and reads every version through them without keeping state of its own.
+type reader struct{ *buckets }
+
 // Get streams the object's chunks into w as they arrive.
 //
 // It reads the chunks with its own ordered consumer instead of ObjectStore.Get, which caps a whole
@@ -22,7 +26,7 @@ import (
 // only between chunks or after that timeout, and uses the legacy JetStreamContext. Here ctx ends the
 // transfer at once, a stream that stalls for Timeout fails, and the size and SHA-256 digest recorded
 // by Put are checked at the end.
-func (s *Store) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+func (s reader) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
 	n, err := s.get(ctx, bucket, key, w)
 	if err != nil {
 		return n, fmt.Errorf("getting %s/%s: %w", bucket, key, err)
@@ -34,7 +38,7 @@ func (s *Store) Get(ctx context.Context, bucket, key string, w io.Writer) (int64
 // again: a one-chunk object is then a single direct get. If that version is gone (overwritten or
 // deleted since the Stat) it reads the object as Get does, so a caller sees what it would have seen
 // without the shortcut.
-func (s *Store) GetStatted(ctx context.Context, info objstore.Info, w io.Writer) (int64, error) {
+func (s reader) GetStatted(ctx context.Context, info objstore.Info, w io.Writer) (int64, error) {
 	oi, ok := info.Sys.(*jetstream.ObjectInfo)
 	if !ok || oi.Bucket != info.Bucket || oi.Name != info.Key {
 		return s.Get(ctx, info.Bucket, info.Key, w)
@@ -52,7 +56,7 @@ func (s *Store) GetStatted(ctx context.Context, info objstore.Info, w io.Writer)
 // errGone says the chunks of the version being read are no longer in the stream.
 var errGone = errors.New("object data is gone (overwritten or deleted meanwhile)")
 
-func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+func (s reader) get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
 	octx, cancel := s.opContext(ctx)
 	info, err := s.info(octx, bucket, key)
 	cancel()
@@ -64,7 +68,7 @@ func (s *Store) get(ctx context.Context, bucket, key string, w io.Writer) (int64
 
 // read streams the chunks of the version info describes into w and checks them against its size and
 // digest.
-func (s *Store) read(ctx context.Context, info *jetstream.ObjectInfo, w io.Writer) (int64, error) {
+func (s reader) read(ctx context.Context, info *jetstream.ObjectInfo, w io.Writer) (int64, error) {
 	bucket := info.Bucket
 	want, err := jetstream.DecodeObjectDigest(info.Digest)
 	if err != nil {
@@ -128,7 +132,7 @@ func (s *Store) read(ctx context.Context, info *jetstream.ObjectInfo, w io.Write
 // the test and benchmark files) with one direct get of its chunk subject, instead of creating and
 // deleting a consumer: a third of the JetStream API calls of a small Get, and none that changes
 // server state (in a cluster, consumer creation is a replicated operation).
-func (s *Store) getOneChunk(ctx context.Context, bucket, subject string, size uint64, want []byte, w io.Writer) (int64, error) {
+func (s reader) getOneChunk(ctx context.Context, bucket, subject string, size uint64, want []byte, w io.Writer) (int64, error) {
 	octx, cancel := s.opContext(ctx)
 	defer cancel()
 	var msg *jetstream.RawStreamMsg
@@ -153,7 +157,7 @@ func (s *Store) getOneChunk(ctx context.Context, bucket, subject string, size ui
 }
 
 // next waits for the next chunk, at most Timeout, and reports ctx's own error when ctx ended.
-func (s *Store) next(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
+func (s reader) next(ctx context.Context, it jetstream.MessagesContext) (jetstream.Msg, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	msg, err := it.Next(jetstream.NextContext(wctx))
@@ -171,7 +175,7 @@ func (s *Store) next(ctx context.Context, it jetstream.MessagesContext) (jetstre
 
 // deleteConsumer removes the ephemeral chunk consumer now rather than after its inactive threshold.
 // It is skipped when ctx ended: a cancelled Get returns at once, and the threshold cleans up.
-func (s *Store) deleteConsumer(ctx context.Context, stream string, cons jetstream.Consumer) {
+func (s reader) deleteConsumer(ctx context.Context, stream string, cons jetstream.Consumer) {
 	ci := cons.CachedInfo()
 	if ctx.Err() != nil || ci == nil {
 		return

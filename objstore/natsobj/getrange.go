@@ -48,7 +48,7 @@ const rangeProbes = 64
 // GetRange streams bytes [off, off+n) of the version info (from Stat) describes into w. If that
 // version is gone (overwritten or deleted since the Stat) before a byte was written, it reads the
 // object's current version, as GetStatted does.
-func (s *Store) GetRange(ctx context.Context, info objstore.Info, off, n int64, w io.Writer) (int64, error) {
+func (s reader) GetRange(ctx context.Context, info objstore.Info, off, n int64, w io.Writer) (int64, error) {
 	got, err := s.getRange(ctx, info, off, n, w)
 	if err != nil {
 		return got, fmt.Errorf("getting bytes %d-%d of %s/%s: %w", off, off+n-1, info.Bucket, info.Key, err)
@@ -56,7 +56,7 @@ func (s *Store) GetRange(ctx context.Context, info objstore.Info, off, n int64, 
 	return got, nil
 }
 
-func (s *Store) getRange(ctx context.Context, info objstore.Info, off, n int64, w io.Writer) (int64, error) {
+func (s reader) getRange(ctx context.Context, info objstore.Info, off, n int64, w io.Writer) (int64, error) {
 	if err := objstore.CheckRange(info.Size, off, n); err != nil || n == 0 {
 		return 0, err
 	}
@@ -79,7 +79,7 @@ func (s *Store) getRange(ctx context.Context, info objstore.Info, off, n int64, 
 
 // readRange reads [off, off+n) of the version oi describes: by chunk sequence where it can, else from
 // the start.
-func (s *Store) readRange(ctx context.Context, oi *jetstream.ObjectInfo, off, n int64, w io.Writer) (int64, error) {
+func (s reader) readRange(ctx context.Context, oi *jetstream.ObjectInfo, off, n int64, w io.Writer) (int64, error) {
 	size := int64(oi.Size)
 	if err := objstore.CheckRange(size, off, n); err != nil {
 		return 0, err
@@ -104,7 +104,7 @@ func (s *Store) readRange(ctx context.Context, oi *jetstream.ObjectInfo, off, n 
 
 // chunkSeeker reads one object version's chunks by index.
 type chunkSeeker struct {
-	s       *Store
+	s       reader
 	api     string // the stream's direct-get subject
 	subject string // the version's chunk subject
 	count   uint64 // its chunks
@@ -116,7 +116,7 @@ type chunk struct {
 	data       []byte
 }
 
-func (s *Store) seekRange(ctx context.Context, oi *jetstream.ObjectInfo, cs, off, n int64, w io.Writer) (int64, error) {
+func (s reader) seekRange(ctx context.Context, oi *jetstream.ObjectInfo, cs, off, n int64, w io.Writer) (int64, error) {
 	octx, cancel := s.opContext(ctx)
 	b, _, err := s.bind(octx, oi.Bucket, true)
 	cancel()
@@ -293,7 +293,7 @@ func (c *chunkSeeker) get(ctx context.Context, seq uint64, batch int, fn func(ch
 
 // nextReply waits for the next message on sub, at most Timeout, and reports ctx's own error when ctx
 // ended.
-func (s *Store) nextReply(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
+func (s reader) nextReply(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	m, err := sub.NextMsgWithContext(wctx)

@@ -79,7 +79,7 @@ var transientCodes = map[string]bool{
 // looks an object up before it reads it). A HEAD answer has no body, so a 400 carries no error code, and
 // a 400 is both "this request is wrong" (permanent) and "your token expired" (transient): the same
 // request made as a GET, whose answer carries the code, tells which. Other bare statuses say enough.
-func (s *Store) headErr(ctx context.Context, bucket, key string, opts minio.GetObjectOptions, err error) error {
+func (s *conn) headErr(ctx context.Context, bucket, key string, opts minio.GetObjectOptions, err error) error {
 	var er minio.ErrorResponse
 	if !errors.As(err, &er) || er.StatusCode != http.StatusBadRequest || !bare(er.Code) {
 		return mapErr(err)

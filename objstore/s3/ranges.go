@@ -13,7 +13,7 @@ import (
 var _ objstore.RangeGetter = (*Store)(nil)
 
 // GetRange streams bytes [off, off+n) of the object with one ranged GET: the store sends only those.
-func (s *Store) GetRange(ctx context.Context, info objstore.Info, off, n int64, w io.Writer) (int64, error) {
+func (s reader) GetRange(ctx context.Context, info objstore.Info, off, n int64, w io.Writer) (int64, error) {
 	bucket, key := info.Bucket, info.Key
 	if err := objstore.CheckRange(info.Size, off, n); err != nil {
 		return 0, fmt.Errorf("getting a range of %s/%s: %w", bucket, key, err)

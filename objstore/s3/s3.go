@@ -85,13 +85,20 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Store is an objstore.Store on an S3-compatible service.
+// Store is an objstore.Store on an S3-compatible service. Its reading side (get.go, ranges.go) is a
+// reader of its own, over the same conn.
 type Store struct {
-	cfg       Config
-	client    *minio.Client
+	*conn
+	reader
 	transport *http.Transport
 	baseURL   string
-	closed    atomic.Bool
+}
+
+// conn is the client with its configuration and closed state, which every request checks first.
+type conn struct {
+	cfg    Config
+	client *minio.Client
+	closed atomic.Bool
 }
 
 var _ objstore.Store = (*Store)(nil)
@@ -130,7 +137,8 @@ func New(cfg Config) (*Store, error) {
 		}
 		base = scheme + "://" + cfg.Endpoint
 	}
-	return &Store{cfg: cfg, client: client, transport: tr, baseURL: strings.TrimRight(base, "/")}, nil
+	c := &conn{cfg: cfg, client: client}
+	return &Store{conn: c, reader: reader{c}, transport: tr, baseURL: strings.TrimRight(base, "/")}, nil
 }
 
 // Client exposes the minio-go client for operations the Store interface does not cover.
@@ -151,38 +159,6 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (objstore.Info, er
 		Variant: oi.Metadata.Get("X-Amz-Meta-"+objstore.VariantHeader) == "1",
 		Tag:     tagOf(oi.ETag, oi.VersionID),
 		Sys:     version{bucket: bucket, key: key, id: oi.VersionID, etag: oi.ETag}}, nil // see version.go
-}
-
-// Get streams the object into w. The response body is copied as it arrives, and a body shorter than
-// the announced Content-Length is an error.
-func (s *Store) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
-	return s.get(ctx, bucket, key, minio.GetObjectOptions{}, w)
-}
-
-// get is Get with options: GetStatted names the version to read.
-func (s *Store) get(ctx context.Context, bucket, key string, opts minio.GetObjectOptions, w io.Writer) (int64, error) {
-	if err := s.check(bucket, key, true); err != nil {
-		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, err)
-	}
-	obj, err := s.client.GetObject(ctx, bucket, key, opts)
-	if err != nil {
-		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, mapErr(err))
-	}
-	defer obj.Close()
-	// Stat looks the object up (a HEAD) before the GET, so a missing object fails here before w sees
-	// a byte.
-	oi, err := obj.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, s.headErr(ctx, bucket, key, opts, err))
-	}
-	n, err := io.Copy(w, obj)
-	if err != nil {
-		return n, fmt.Errorf("getting %s/%s: %w", bucket, key, mapErr(err))
-	}
-	if n != oi.Size {
-		return n, fmt.Errorf("getting %s/%s: got %d of %d bytes", bucket, key, n, oi.Size)
-	}
-	return n, nil
 }
 
 // Put uploads size bytes of r (size -1: until EOF; multipart in PartSize parts when large or unknown).
@@ -355,7 +331,7 @@ func (s *Store) Close() error {
 
 // check rejects use after Close and names that cannot exist, before any request is made. For reads,
 // an impossible name is also "not found".
-func (s *Store) check(bucket, key string, read bool) error {
+func (s *conn) check(bucket, key string, read bool) error {
 	if err := s.checkBucket(bucket, read); err != nil {
 		return err
 	}
@@ -365,7 +341,7 @@ func (s *Store) check(bucket, key string, read bool) error {
 	return nil
 }
 
-func (s *Store) checkBucket(bucket string, read bool) error {
+func (s *conn) checkBucket(bucket string, read bool) error {
 	if s.closed.Load() {
 		return objstore.ErrClosed
 	}
@@ -385,29 +361,6 @@ func notFoundIf(err error, read bool) error {
 // opContext bounds a short call by Timeout, also when the caller's deadline is far away: a job may run
 // for 30 minutes, but a reply lost in a cluster leader change must not hold it that long (the earlier
 // deadline wins).
-func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *conn) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.Timeout)
-}
-
-// ReadHead fetches the object's first n bytes with one ranged GET.
-func (s *Store) ReadHead(ctx context.Context, bucket, key string, n int) ([]byte, error) {
-	if err := s.check(bucket, key, true); err != nil {
-		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, err)
-	}
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
-	opts := minio.GetObjectOptions{}
-	if err := opts.SetRange(0, int64(n)-1); err != nil {
-		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, err)
-	}
-	obj, err := s.client.GetObject(ctx, bucket, key, opts)
-	if err != nil {
-		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, mapErr(err))
-	}
-	defer obj.Close()
-	buf, err := io.ReadAll(io.LimitReader(obj, int64(n)))
-	if err != nil {
-		return nil, fmt.Errorf("getting the head of %s/%s: %w", bucket, key, mapErr(err))
-	}
-	return buf, nil
 }

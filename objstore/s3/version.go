@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -16,6 +15,7 @@ import (
 // objstore.StattedRemover): by its version ID on a versioned bucket, else only while the key still
 // holds an object with its ETag. So the bytes clamd scanned are the bytes quarantined and removed, and
 // on a versioned bucket "deleted" means that version is gone, not hidden under a delete marker.
+// Reading it (GetStatted) is the reader's, in get.go; versionOf below names the version for both.
 
 var (
 	_ objstore.StattedGetter  = (*Store)(nil)
@@ -47,22 +47,6 @@ func tagOf(etag, versionID string) string {
 func versionOf(info objstore.Info) (version, bool) {
 	v, ok := info.Sys.(version)
 	return v, ok && v.bucket == info.Bucket && v.key == info.Key && (v.id != "" || v.etag != "")
-}
-
-// GetStatted streams the version info describes into w; an object replaced since (another ETag, or
-// the version ID gone) fails with objstore.ErrChanged before w sees a byte.
-func (s *Store) GetStatted(ctx context.Context, info objstore.Info, w io.Writer) (int64, error) {
-	v, ok := versionOf(info)
-	if !ok {
-		return s.Get(ctx, info.Bucket, info.Key, w)
-	}
-	opts := minio.GetObjectOptions{VersionID: v.id}
-	if v.id == "" {
-		if err := opts.SetMatchETag(v.etag); err != nil {
-			return 0, fmt.Errorf("getting %s/%s: %w", info.Bucket, info.Key, err)
-		}
-	}
-	return s.get(ctx, info.Bucket, info.Key, opts, w)
 }
 
 // CopyStatted copies the version info describes (server-side, with its content type) and creates the
