@@ -2,7 +2,7 @@
 # Installs what mediaworker needs on Debian (12): ffmpeg/ffprobe, libvips (headers for cgo and the vips
 # CLI), clamd and clamdscan. With --test (scripts/test.sh) also what only the tests use: headless
 # Chromium for the console's browser test, exiftool for the privacy test, Node.js for the ThumbHash
-# reference decoder. Only what is missing is installed; it is safe to run again.
+# reference decoder, strace for the document renderer's test. Only what is missing is installed; it is safe to run again.
 set -euo pipefail
 tests=false
 [ "${1:-}" = "--test" ] && tests=true
@@ -26,6 +26,8 @@ if $tests; then
   # The HDR still test (transcoder/image_hdr_test.go) writes 10-bit PQ/HLG AVIF and HEIC files.
   command -v avifenc >/dev/null 2>&1 || need+=(libavif-bin)
   command -v heif-enc >/dev/null 2>&1 || need+=(libheif-examples)
+  # The document renderer's test (transcoder/document_test.go) watches the render child's system calls.
+  command -v strace >/dev/null 2>&1 || need+=(strace)
 fi
 
 if ((${#need[@]})); then

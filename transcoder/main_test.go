@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 // fixtureDir holds media that several tests share (made once, on first use): the package's tests
@@ -14,6 +15,18 @@ import (
 var fixtureDir string
 
 func TestMain(m *testing.M) {
+	// The document renderer re-executes its program as the render child: here, this test binary.
+	if len(os.Args) > 1 && os.Args[1] == "render-document" {
+		os.Exit(transcoder.RenderDocumentMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	// The same on a kernel without Landlock (its calls answer ENOSYS): the degraded renderer.
+	if len(os.Args) > 1 && os.Args[1] == "render-document-without-landlock" {
+		if err := testenv.WithoutLandlock(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(transcoder.RenderDocumentMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	dir, err := os.MkdirTemp("", "transcoder-fixtures-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -25,6 +25,10 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == renderDocumentCommand {
+		// The render child: no signal handling, no settings, nothing but the render (render.go).
+		os.Exit(cmdRenderDocument(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
