@@ -1,7 +1,5 @@
 package job
 
-import "github.com/mediaworker/mediaworker/contracts"
-
 // Document is the kind of PDFs and SVGs, whose first page becomes a recipe's image variants when the
 // recipe asks for documents (docs/documents.md).
 const Document Kind = "document"
@@ -20,10 +18,7 @@ func init() {
 		// this heap.
 		InProcess:  true,
 		Recognises: isDocument,
-		// Documents answer only to recipes, whose first image variant is the one shown.
-		Preview: func(v contracts.Variant) bool {
-			return v.Format != contracts.FormatMP4 && v.Format != contracts.FormatM3U8 && v.Format != "vtt"
-		},
+		// No preview of its own: its variants are images, which the image kind's Preview picks.
 	})
 }
 
