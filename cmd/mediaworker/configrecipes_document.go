@@ -18,6 +18,9 @@ const documentsDoc = "is `true` or `false` (the default): with `true` a PDF's fi
 	"(its `images`, or the default variants; never stored as SVG), rendered in a confined child process (the `documents:` section's limits), " +
 	"and the answer's metadata has `pages`; without it they are refused as unsupported media, as always. Not in the `default` recipe."
 
+// documentsDescribed is what `config` says of a recipe with documents.
+const documentsDescribed = "documents: a PDF's first page and SVGs become its images"
+
 // documentsNotInDefault is seedSafe's refusal of documents in the default recipe.
 const documentsNotInDefault = "the default recipe answers seed contract clients: it refuses documents as unsupported media (define a recipe of another name with documents: true)"
 
