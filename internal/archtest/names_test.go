@@ -407,7 +407,8 @@ func TestArchitecturePackagePicture(t *testing.T) {
 		}
 	}
 	for _, pkg := range []string{"cmd/mediaworker", "app", "console", "jetstream", "pipeline", "job", "objstore", "objstore/s3",
-		"objstore/natsobj", "scanner", "transcoder", "transcoder/vips", "contracts", "slots", "progress", "tracing"} {
+		"objstore/natsobj", "scanner", "transcoder", "transcoder/vips", "contracts", "slots", "progress", "tracing",
+		"ingest", "webhooks", "facts", "membudget", "internal/confine"} {
 		if !drawn[pkg] {
 			t.Errorf("the package picture has no line for %s", pkg)
 		}
