@@ -17,19 +17,24 @@ import (
 	"github.com/mediaworker/mediaworker/transcoder"
 )
 
-func (b *bencher) imagesPhase() error {
+// imagesPhase is the phase "images": peak RSS per format, the throughput comparison
+// (images_throughput.go, alone the phase "image-throughput"), RSS over many jobs (leak.go, alone the
+// phase "leak") and the WebP effort sweep.
+type imagesPhase struct{ *bencher }
+
+func (b imagesPhase) run() error {
 	return errors.Join(
-		b.imagePeakRSS(),
-		b.imageThroughput(),
-		b.imageLeak(),
+		b.peakRSS(),
+		imageThroughput{b.bencher}.run(),
+		leakPhase{b.bencher}.run(),
 		b.webpEffortSweep(),
 	)
 }
 
-// imagePeakRSS runs two 24 MP jobs at once on a fresh worker per format and reads the worker's VmHWM
+// peakRSS runs two 24 MP jobs at once on a fresh worker per format and reads the worker's VmHWM
 // (the most it was ever resident, start-up and the upload into its embedded store included) and the
 // peak during the two jobs (sampled every 10 ms, and VmHWM if it rose during them).
-func (b *bencher) imagePeakRSS() (err error) {
+func (b imagesPhase) peakRSS() (err error) {
 	var rows [][]string
 	worst := 0.0
 	// Two jobs of each format; then, as evidence for the fixes, HEIC with glibc's malloc told to map
@@ -217,7 +222,7 @@ feed:
 
 // webpEffortSweep measures the in-process transform of the 12 MP JPEG at several WebP efforts: the
 // evidence for the effort default.
-func (b *bencher) webpEffortSweep() error {
+func (b imagesPhase) webpEffortSweep() error {
 	p := b.corpus.photo("jpeg-12mp")
 	n := 2 * b.parallel
 	if b.quick {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mediaworker/mediaworker/bench"
 	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
@@ -14,18 +15,18 @@ const noisyCount = 8
 
 // noisyPhotos makes (or finds in the corpus cache) the eight noisy 12 MP JPEGs: testsrc2 with
 // Gaussian noise (testenv.NoisySource), a different seed each, so no two are the same file.
-func (b *bencher) noisyPhotos() ([]Photo, error) {
+func (c Corpus) noisyPhotos(env *bench.Env, logf func(format string, args ...any)) ([]Photo, error) {
 	var photos []Photo
 	for i := range noisyCount {
 		name := fmt.Sprintf("noisy-12mp-%d", i+1)
-		path := filepath.Join(b.corpus.Dir, name+".jpg")
+		path := filepath.Join(c.Dir, name+".jpg")
 		if _, err := os.Stat(path); err != nil {
-			b.logf("corpus: making %s", filepath.Base(path))
-			if err := b.env.Do(func() {
-				tmp := filepath.Join(b.env.TempDir(), "noisy.jpg")
-				testenv.MakeNoisyJPEG(b.env, tmp, 4000, 3000, i+1)
+			logf("corpus: making %s", filepath.Base(path))
+			if err := env.Do(func() {
+				tmp := filepath.Join(env.TempDir(), "noisy.jpg")
+				testenv.MakeNoisyJPEG(env, tmp, 4000, 3000, i+1)
 				if err := os.Rename(tmp, path); err != nil {
-					b.env.Fatalf("moving %s into the cache: %v", tmp, err)
+					env.Fatalf("moving %s into the cache: %v", tmp, err)
 				}
 			}); err != nil {
 				return nil, err

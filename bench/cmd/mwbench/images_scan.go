@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,21 +24,21 @@ import (
 
 // startClamdFuzzy starts a second clamd, the benchmark's own (deploy/clamav/clamd.conf) but for
 // ScanImageFuzzyHash yes, ClamAV's default.
-func (b *bencher) startClamdFuzzy() (*testenv.Clamd, error) {
+func startClamdFuzzy(env *bench.Env) (*testenv.Clamd, error) {
 	var c *testenv.Clamd
-	if err := b.env.Do(func() {
-		c = testenv.StartClamdWith(b.env, map[string]string{"DisableCache": "yes", "ScanImageFuzzyHash": "yes"})
+	if err := env.Do(func() {
+		c = testenv.StartClamdWith(env, map[string]string{"DisableCache": "yes", "ScanImageFuzzyHash": "yes"})
 	}); err != nil {
 		return nil, fmt.Errorf("starting clamd with image fuzzy hashing: %w", err)
 	}
 	return c, nil
 }
 
-// imageScanCost scans each input once more with the benchmark's clamd (deploy/clamav/clamd.conf,
+// scanCost scans each input once more with the benchmark's clamd (deploy/clamav/clamd.conf,
 // cache off) and with a second clamd that differs only by ScanImageFuzzyHash yes, and reports clamd's
 // CPU per file: the evidence for where the worker's time goes and for the setting.
 // cpuPerFile is, by input, clamd's median CPU seconds per file: deploy, fuzzy hash.
-func (b *bencher) imageScanCost(cases []imageCase, other *testenv.Clamd) (_ string, cpuPerFile map[string][2]float64, _ error) {
+func (b imageThroughput) scanCost(cases []imageCase, other *testenv.Clamd) (_ string, cpuPerFile map[string][2]float64, _ error) {
 	cpuPerFile = map[string][2]float64{}
 	type daemon struct {
 		addr, config string
@@ -64,7 +65,7 @@ func (b *bencher) imageScanCost(cases []imageCase, other *testenv.Clamd) (_ stri
 				for _, p := range cs.photos {
 					c0, _ := bench.ProcessCPU(pid)
 					t0 := time.Now()
-					if err := scanFile(b, s, p.Path); err != nil {
+					if err := scanFile(b.ctx, s, p.Path); err != nil {
 						return "", nil, fmt.Errorf("scanning %s: %w", p.Name, err)
 					}
 					c1, _ := bench.ProcessCPU(pid)
@@ -96,7 +97,7 @@ func (b *bencher) imageScanCost(cases []imageCase, other *testenv.Clamd) (_ stri
 // fuzzyHashTradeOff is the section on what the shipped clamd config gives up by not computing image
 // fuzzy hashes, and what computing them costs, from this run's numbers: clamd's CPU per noisy photo
 // with and without, and the black box's medians at both settings.
-func (b *bencher) fuzzyHashTradeOff(noisy string, cpuPerFile map[string][2]float64, workerOff, workerOn, scriptOff, scriptOn float64) {
+func (b imageThroughput) fuzzyHashTradeOff(noisy string, cpuPerFile map[string][2]float64, workerOff, workerOn, scriptOff, scriptOn float64) {
 	c := cpuPerFile[noisy]
 	b.rep.section("Images: clamd's image fuzzy hash, the shipped config's trade-off",
 		"deploy/clamav/clamd.conf ships `ScanImageFuzzyHash no`; ClamAV's default is yes, and this file measures both. "+
@@ -120,7 +121,7 @@ func (b *bencher) fuzzyHashTradeOff(noisy string, cpuPerFile map[string][2]float
 		c[0], c[1], ratio(c[1]/c[0]), secs(workerOff), secs(workerOn), secs(scriptOff), secs(scriptOn))
 }
 
-func scanFile(b *bencher, s *scanner.Scanner, path string) error {
+func scanFile(ctx context.Context, s *scanner.Scanner, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func scanFile(b *bencher, s *scanner.Scanner, path string) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.Scan(b.ctx, f, st.Size())
+	v, err := s.Scan(ctx, f, st.Size())
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -44,13 +45,17 @@ type imageMethod struct {
 // imageScripts are the forms of the naive script the comparison times (images_naive.go).
 type imageScripts struct{ def, fuzzy, noScan, restricted naiveScript }
 
-// imageThroughput compares, per input, images/s of the worker end to end (publish → response,
+// imageThroughput is the images' throughput comparison (issue 13's baselines and black-box case),
+// with what clamd costs per image (images_scan.go); alone it is the phase "image-throughput".
+type imageThroughput struct{ *bencher }
+
+// run compares, per input, images/s of the worker end to end (publish → response,
 // through the embedded JetStream, the object store and clamd) with the in-process transform
 // (transcoder.Images.Transform, the library calls the worker makes) and with the naive script in its
 // two forms (images_naive.go), all with the same parallelism, interleaved run by run. Then the
 // black-box case cold: a fresh worker's first batch.
-func (b *bencher) imageThroughput() (err error) {
-	noisy, err := b.noisyPhotos()
+func (b imageThroughput) run() (err error) {
+	noisy, err := b.corpus.noisyPhotos(b.env, b.logf)
 	if err != nil {
 		return err
 	}
@@ -94,7 +99,7 @@ func (b *bencher) imageThroughput() (err error) {
 	}
 	// The same worker against a clamd with image fuzzy hashing, ClamAV's default (images_scan.go): what
 	// that one clamd setting costs end to end.
-	fuzzy, err := b.startClamdFuzzy()
+	fuzzy, err := startClamdFuzzy(b.env)
 	if err != nil {
 		return err
 	}
@@ -190,7 +195,7 @@ func (b *bencher) imageThroughput() (err error) {
 		}
 	}
 	worker := func(c *bench.Client) func(cs imageCase) (time.Duration, int64, error) {
-		return func(cs imageCase) (time.Duration, int64, error) { return runWorkerBatch(b, c, cs, keys) }
+		return func(cs imageCase) (time.Duration, int64, error) { return runWorkerBatch(b.ctx, c, cs, keys) }
 	}
 	// CPU time, which other load on the machine disturbs less than wall time: the benchmark process for
 	// the in-process transform, the vips and clamdscan processes plus their clamd for the naive script,
@@ -297,27 +302,27 @@ func (b *bencher) imageThroughput() (err error) {
 	}
 	metricsAfter, _ := w.Metrics(b.ctx)
 
-	cold, err := b.imageCold(cases[len(cases)-1])
+	cold, err := b.cold(cases[len(cases)-1])
 	if err != nil {
 		return err
 	}
 
-	scanCost, cpuPerFile, err := b.imageScanCost(cases, fuzzy)
+	scanCost, cpuPerFile, err := b.scanCost(cases, fuzzy)
 	if err != nil {
 		return err
 	}
-	b.imageThroughputReport(cfg, scripts, cases, walls, cpus, bytesOut, total, allImages, cold, stageTable(metricsBefore, metricsAfter))
-	b.imageWhereTimeGoes(scripts, cases, cpus, scanCost)
+	b.report(cfg, scripts, cases, walls, cpus, bytesOut, total, allImages, cold, stageTable(metricsBefore, metricsAfter))
+	b.whereTimeGoes(scripts, cases, cpus, scanCost)
 	nw := walls[cases[len(cases)-1].name]
 	b.fuzzyHashTradeOff(cases[len(cases)-1].name, cpuPerFile, bench.Median(nw["worker"]), bench.Median(nw[workerFuzzy]),
 		bench.Median(nw[naiveDef.name]), bench.Median(nw[naiveFuzzy.name]))
 	return nil
 }
 
-// imageCold times the black-box case on fresh workers: started, the photos uploaded, then the first
+// cold times the black-box case on fresh workers: started, the photos uploaded, then the first
 // batch published, so libvips is loaded and clamd's first scans of the process happen inside the
 // timing. One fresh worker per run; the median.
-func (b *bencher) imageCold(cs imageCase) (cold []float64, err error) {
+func (b imageThroughput) cold(cs imageCase) (cold []float64, err error) {
 	for run := range b.runs {
 		wall, err := func() (wall time.Duration, err error) {
 			w, err := b.startWorker("images", fmt.Sprintf("cold-%d", run), b.parallel, 1)
@@ -361,8 +366,8 @@ func variantBytes(vs []transcoder.ImageVariant) int64 {
 	return n
 }
 
-// imageThroughputReport writes the targets and the section of the throughput comparison.
-func (b *bencher) imageThroughputReport(cfg transcoder.ImageConfig, sc imageScripts, cases []imageCase, walls, cpus map[string]map[string][]float64,
+// report writes the targets and the section of the throughput comparison.
+func (b imageThroughput) report(cfg transcoder.ImageConfig, sc imageScripts, cases []imageCase, walls, cpus map[string]map[string][]float64,
 	bytesOut map[string]map[string]int64, total map[string][]float64, allImages int, cold []float64, stages string) {
 	b.rep.own("images", "throughput", "black box", "CPU per image", "output bytes")
 	thr := func(n int, secs []float64) float64 { return float64(n) / bench.Median(secs) }
@@ -523,10 +528,10 @@ func slicesMin(xs []float64) float64 {
 	return m
 }
 
-// imageWhereTimeGoes splits the worker's CPU per image into the transform (the in-process figure),
+// whereTimeGoes splits the worker's CPU per image into the transform (the in-process figure),
 // clamd, and the rest of the worker process (download from the object store, triage, uploads, the
 // embedded NATS server), and adds clamd's cost per file with and without image fuzzy hashing.
-func (b *bencher) imageWhereTimeGoes(sc imageScripts, cases []imageCase, cpus map[string]map[string][]float64, scanCost string) {
+func (b imageThroughput) whereTimeGoes(sc imageScripts, cases []imageCase, cpus map[string]map[string][]float64, scanCost string) {
 	var rows [][]string
 	for _, cs := range cases {
 		cp := cpus[cs.name]
@@ -551,12 +556,12 @@ func (b *bencher) imageWhereTimeGoes(sc imageScripts, cases []imageCase, cpus ma
 
 // runWorkerBatch publishes a batch of cs through the worker behind c and returns the wall time from
 // the first publish to the last response and the bytes of the first image's variants.
-func runWorkerBatch(b *bencher, c *bench.Client, cs imageCase, keys map[string]string) (time.Duration, int64, error) {
+func runWorkerBatch(ctx context.Context, c *bench.Client, cs imageCase, keys map[string]string) (time.Duration, int64, error) {
 	ks := make([]string, cs.n)
 	for i := range ks {
 		ks[i] = keys[cs.photos[i%len(cs.photos)].Path]
 	}
-	res, wall, err := c.RunBatch(b.ctx, ks)
+	res, wall, err := c.RunBatch(ctx, ks)
 	var bytes int64
 	for _, r := range res {
 		if r.Job.Key == ks[0] {

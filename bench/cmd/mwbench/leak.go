@@ -40,13 +40,16 @@ func (r leakRun) perJob() float64 {
 	return float64(r.last().rss-r.mid().rss) / float64(r.last().jobs-r.mid().jobs)
 }
 
-// imageLeak runs many small-image jobs through a fresh worker and compares its VmRSS after N/10 jobs
+// leakPhase is RSS over many jobs, part of the phase "images" and alone the phase "leak".
+type leakPhase struct{ *bencher }
+
+// run runs many small-image jobs through a fresh worker and compares its VmRSS after N/10 jobs
 // with after N, twice. With the outputs in S3 (MinIO, its own process) it measures the worker's own
 // memory: the queues in its embedded JetStream, the pipeline, libvips. With the outputs kept in the
 // embedded object store, as on an edge site by default, it also measures that store, whose
 // in-memory subject index (JetStream keeps per-subject state for every subject it stores, and each
 // stored object has two) grows with every object stored: that run is half as long.
-func (b *bencher) imageLeak() error {
+func (b leakPhase) run() error {
 	s3run, err := b.leakRun("s3", b.leakN)
 	if err != nil {
 		return err
@@ -121,7 +124,7 @@ func (b *bencher) imageLeak() error {
 
 // leakRun runs n small-image jobs on a fresh worker whose storage is "s3" (a MinIO started for it)
 // or "nats" (its embedded object store).
-func (b *bencher) leakRun(storage string, n int) (r leakRun, err error) {
+func (b leakPhase) leakRun(storage string, n int) (r leakRun, err error) {
 	r.storage = storage
 	var args []string
 	var store objstore.Store

@@ -32,15 +32,17 @@ import (
 	"github.com/mediaworker/mediaworker/internal/testenv"
 )
 
+// bencher is what the phases share: the run's context, scratch environment, report and corpus, the
+// worker runner (workers.go), the settings every phase reads, and what one phase measures for another.
+// Each phase is its own function or type (images.go, videos.go, scan.go, ...) taking the bencher; the
+// peers phase's methods (peers.go) are still declared on it.
 type bencher struct {
+	workers
 	ctx    context.Context
 	env    *bench.Env
 	rep    *Report
 	corpus Corpus
-	clamd  *testenv.Clamd
 	minio  *testenv.MinIO // started by the first run that stores in S3
-	bin    string
-	work   string
 	logf   func(format string, args ...any)
 
 	runs     int // repetitions of every timed measurement (medians)
@@ -48,8 +50,6 @@ type bencher struct {
 	leakN    int
 	largeMiB int
 	parallel int // image jobs at once, for the worker and every baseline
-	// workerEnv is added to the environment of the workers startWorker starts (-worker-env).
-	workerEnv []string
 	// videoBareCPU is, per clip, the CPU seconds of the bare commands of its job (the videos phase),
 	// for clamd's share of a video job's CPU (the scan phase).
 	videoBareCPU map[string]float64
@@ -86,7 +86,7 @@ func main() {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[mwbench %6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	b := &bencher{ctx: ctx, rep: &Report{Started: start}, logf: logf, runs: *runs, quick: *quick,
+	b := &bencher{workers: workers{ctx: ctx}, ctx: ctx, rep: &Report{Started: start}, logf: logf, runs: *runs, quick: *quick,
 		leakN: *leakN, largeMiB: *largeMiB, parallel: runtime.NumCPU()}
 	if *wenv != "" {
 		b.workerEnv = strings.Split(*wenv, ",")
@@ -122,7 +122,7 @@ func main() {
 	b.env = bench.NewEnv("mwbench", filepath.Join(b.work, "env"), logf)
 	defer b.env.Close()
 
-	b.machine(true)
+	b.rep.Machine = append(b.rep.Machine, machineAtStart(b.bin)...)
 	for _, tool := range []string{"ffmpeg", "ffprobe", "vips", "clamd", "clamdscan", "prlimit"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			fatal(fmt.Errorf("%s is not installed: run scripts/install-deps.sh (as root) first", tool))
@@ -162,21 +162,21 @@ func main() {
 			"after a success, a 1-2 KB record (docs/operations.md, *Scale model*).")
 	}
 	all := map[string]func() error{
-		"startup": b.startupPhase,
-		"images":  b.imagesPhase,
+		"startup": func() error { return startupPhase(b) },
+		"images":  imagesPhase{b}.run,
 		// images' throughput comparison alone (issue 13's baselines and black-box case), for iterating.
-		"image-throughput": b.imageThroughput,
-		"videos":           b.videosPhase,
+		"image-throughput": imageThroughput{b}.run,
+		"videos":           videosPhase{b}.run,
 		// The worker beside sharp on the same photos, interleaved (issue 37, peers.go).
 		"peers": b.peersPhase,
 		// videos' worker-vs-bare comparison alone (no large input), for iterating: -clips narrows it.
-		"video-compare": b.videoCompare,
-		"scan":          b.scanPhase,
-		"memory":        b.memoryPhase,
-		"leak":          b.imageLeak, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
+		"video-compare": videosPhase{b}.compare,
+		"scan":          func() error { return scanPhase(b) },
+		"memory":        func() error { return memoryPhase(b) },
+		"leak":          leakPhase{b}.run, // also part of images; alone for a targeted run (-phases leak -leak-n 1000)
 		// What one job of each kind writes to NATS (natswrites.go), for the scale model in docs/operations.md.
-		"nats-writes":   b.natsWrites,
-		"orchestration": func() error { return b.orchestrationPhase(*orch, *orchCmd) },
+		"nats-writes":   func() error { return natsWrites(b) },
+		"orchestration": func() error { return orchestrationPhase(b, *orch, *orchCmd) },
 	}
 	for _, name := range strings.Split(*phases, ",") {
 		fn, ok := all[name]
@@ -203,12 +203,12 @@ func main() {
 	}
 	if *merge {
 		// The sizing table draws on every phase: a partial run leaves the full run's.
-		b.machine(false)
+		b.rep.Machine = append(b.rep.Machine, loadAtEnd())
 		b.rep.Finished = time.Now()
 		b.rep.command("# partial run, merged into this file (its rows, sections and commands replace the full run's):\n%s", strings.Join(os.Args, " "))
 	} else {
-		b.sizingSection()
-		b.machine(false)
+		b.sizing.section(b.rep, b.corpus)
+		b.rep.Machine = append(b.rep.Machine, loadAtEnd())
 		b.rep.Finished = time.Now()
 		b.rep.command("bash bench/run.sh    # make bench: builds, runs the orchestration benchmark, then:\n%s", strings.Join(os.Args, " "))
 	}
@@ -225,96 +225,6 @@ func main() {
 func fatal(err error) {
 	fmt.Fprintf(os.Stderr, "mwbench: %v\n", err)
 	os.Exit(1)
-}
-
-// phaseDir returns a fresh directory for a phase's workers and outputs.
-func (b *bencher) phaseDir(phase, name string) string {
-	dir := filepath.Join(b.work, phase, name)
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fatal(err)
-	}
-	return dir
-}
-
-// startWorker starts a `mediaworker run` subprocess for a phase.
-func (b *bencher) startWorker(phase, name string, imageJobs, videoJobs int, args ...string) (*bench.Worker, error) {
-	w, err := bench.StartWorker(b.ctx, bench.WorkerOptions{
-		Bin: b.bin, Dir: b.phaseDir(phase, name), ClamdAddr: b.clamd.SocketAddr,
-		ImageJobs: imageJobs, VideoJobs: videoJobs, Args: args, Env: b.workerEnv,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("starting worker %s/%s: %w", phase, name, err)
-	}
-	return w, nil
-}
-
-// dial connects the API side to a worker's embedded NATS.
-func (b *bencher) dial(w *bench.Worker) (*bench.Client, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	return bench.Dial(ctx, w.NATSURL, "media")
-}
-
-// stopWorker stops w and turns an unclean exit into an error.
-func stopWorker(w *bench.Worker, err *error) {
-	if serr := w.Stop(); serr != nil && *err == nil {
-		*err = serr
-	}
-}
-
-func firstLine(name string, args ...string) string {
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil && len(out) == 0 {
-		return name + ": " + err.Error()
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return line
-}
-
-// machine records what the run ran on (at the start) and the load at the end.
-func (b *bencher) machine(start bool) {
-	load := func() string {
-		s, _ := os.ReadFile("/proc/loadavg")
-		return strings.Join(strings.Fields(string(s))[:3], " ")
-	}
-	if !start {
-		b.rep.Machine = append(b.rep.Machine, "load average (1/5/15 min) at the end: "+load())
-		return
-	}
-	cpu := "unknown"
-	if s, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(s), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	mem := "unknown"
-	if s, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(s), "\n") {
-			if strings.HasPrefix(l, "MemTotal:") {
-				var kb int64
-				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "MemTotal:")), "%d", &kb)
-				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
-			}
-		}
-	}
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	commit := strings.TrimSpace(firstLine("git", "rev-parse", "--short", "HEAD"))
-	if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(out) > 0 {
-		commit += " (with uncommitted changes)"
-	}
-	b.rep.Machine = append(b.rep.Machine,
-		fmt.Sprintf("nproc: %d; CPU: %s; memory: %s; kernel %s", runtime.NumCPU(), cpu, mem, strings.TrimSpace(string(kernel))),
-		"load average (1/5/15 min) at the start: "+load(),
-		"go: "+firstLine("go", "version"),
-		"ffmpeg: "+firstLine("ffmpeg", "-hide_banner", "-version"),
-		"vips: "+firstLine("vips", "--version"),
-		"clamd: "+firstLine("clamd", "--version")+" (dev signatures only: EICAR; a full database scans slower, for the worker and clamdscan alike)",
-		"mediaworker: "+firstLine(b.bin, "version")+", commit "+commit,
-	)
 }
 
 // keepClips returns the clips named, in the corpus's order; a name the corpus lacks is an error.

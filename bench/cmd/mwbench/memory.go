@@ -39,7 +39,7 @@ type memoryPoint struct {
 	budgetPeak, budget, videoPeak float64
 }
 
-func (b *bencher) memoryPhase() (err error) {
+func memoryPhase(b *bencher) (err error) {
 	real, err := outsideFiles(b.ctx, filepath.Join(filepath.Dir(b.corpus.Dir), "outside-v1"), b.logf)
 	if err != nil {
 		return err

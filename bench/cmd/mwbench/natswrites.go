@@ -144,7 +144,7 @@ type natsJob struct {
 }
 
 // natsWrites is the phase "nats-writes".
-func (b *bencher) natsWrites() (err error) {
+func natsWrites(b *bencher) (err error) {
 	w, err := bench.StartWorker(b.ctx, bench.WorkerOptions{Bin: b.bin, Dir: b.phaseDir("nats-writes", "worker"),
 		ClamdAddr: b.clamd.SocketAddr, ImageJobs: b.parallel, VideoJobs: 1, Env: b.workerEnv, Reuse: true})
 	if err != nil {
@@ -156,7 +156,7 @@ func (b *bencher) natsWrites() (err error) {
 		return err
 	}
 	defer c.Close()
-	noisy, err := b.noisyPhotos()
+	noisy, err := b.corpus.noisyPhotos(b.env, b.logf)
 	if err != nil {
 		return err
 	}

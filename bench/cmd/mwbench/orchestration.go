@@ -15,7 +15,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
 
 // orchestrationPhase reads the output of bench/orchestration_test.go's BenchmarkNoopPipeline (run by
 // bench/run.sh before mwbench, with -count for medians) and reports it against the targets.
-func (b *bencher) orchestrationPhase(path, cmd string) error {
+func orchestrationPhase(b *bencher, path, cmd string) error {
 	if path == "" {
 		return fmt.Errorf("no -orch file: run bench/run.sh, which runs the go test -bench first")
 	}

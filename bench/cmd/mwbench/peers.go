@@ -40,7 +40,7 @@ const peerBurst = 40
 // 12 MP JPEGs: eight different files, none of them made for this comparison. No HEIC: sharp's prebuilt
 // libvips decodes AVIF but not HEVC ("Support for this compression format has not been built in").
 func (b *bencher) peerPhotos() ([]Photo, error) {
-	noisy, err := b.noisyPhotos()
+	noisy, err := b.corpus.noisyPhotos(b.env, b.logf)
 	if err != nil {
 		return nil, err
 	}

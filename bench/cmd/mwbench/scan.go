@@ -20,7 +20,7 @@ import (
 // socket (FILDES, the file handed over) with clamdscan --fdpass; it times other chunk sizes and the
 // path mode (clamd reads the file by name) for the recommendations; then prices scans with a realistic
 // signature set beside the dev one (scanreal.go).
-func (b *bencher) scanPhase() error {
+func scanPhase(b *bencher) error {
 	file := b.corpus.Scan
 	size := fileSize(file)
 	u, err := url.Parse(b.clamd.Addr)
@@ -47,7 +47,7 @@ func (b *bencher) scanPhase() error {
 	fdpass := []string{"--config-file=" + sockConf, "--fdpass", "--no-summary", file}
 	b.rep.Machine = append(b.rep.Machine, "clamdscan: "+firstLine("clamdscan", "--config-file="+conf, "--version"))
 
-	scanWith := func(chunk int) func() error { return b.scanWith(b.clamd.Addr, chunk, file) }
+	scanWith := func(chunk int) func() error { return clientScan(b.ctx, b.clamd.Addr, chunk, file) }
 	def := scanner.DefaultConfig().ChunkSize
 	type method struct {
 		name string
@@ -57,7 +57,7 @@ func (b *bencher) scanPhase() error {
 	main := []method{
 		{fmt.Sprintf("worker over TCP: scanner.ScanFile (INSTREAM, %d KiB chunks, the default)", def>>10), scanWith(0), 5},
 		{"clamdscan --stream", func() error { return runQuiet(b.ctx, nil, "clamdscan", clamdscan...) }, 5},
-		{"worker on the unix socket: scanner.ScanFile (FILDES)", b.scanWith(b.clamd.SocketAddr, 0, file), 5},
+		{"worker on the unix socket: scanner.ScanFile (FILDES)", clientScan(b.ctx, b.clamd.SocketAddr, 0, file), 5},
 		{"clamdscan --fdpass", func() error { return runQuiet(b.ctx, nil, "clamdscan", fdpass...) }, 5},
 	}
 	extra := []method{
@@ -65,7 +65,7 @@ func (b *bencher) scanPhase() error {
 		{"scanner.ScanFile, 64 KiB chunks", scanWith(64 << 10), 3},
 		{"scanner.ScanFile, 1 MiB chunks", scanWith(1 << 20), 3},
 		{"scanner.ScanFile, 4 MiB chunks", scanWith(4 << 20), 3},
-		{"path mode: zSCAN <path> (clamd reads the file; needs a shared filesystem)", func() error { return b.scanPath(host+":"+port, file) }, 3},
+		{"path mode: zSCAN <path> (clamd reads the file; needs a shared filesystem)", func() error { return scanPath(b.ctx, host+":"+port, file) }, 3},
 	}
 	if b.quick {
 		for i := range main {
@@ -118,12 +118,12 @@ func (b *bencher) scanPhase() error {
 		table([]string{"client", "runs", "time", "throughput", "vs clamdscan --stream"}, rows))
 	b.rep.command("# scanning baselines (clamdscan.conf holds only TCPSocket %s / TCPAddr %s; clamdscan-unix.conf only LocalSocket %s):\nclamdscan %s\nclamdscan %s",
 		port, host, sock, strings.Join(clamdscan, " "), strings.Join(fdpass, " "))
-	return b.scanRealistic()
+	return scanRealistic(b)
 }
 
-// scanWith returns a scan of file with the worker's client at addr (chunk: INSTREAM chunk size, 0 for
+// clientScan returns a scan of file with the worker's client at addr (chunk: INSTREAM chunk size, 0 for
 // the default); on a unix socket the client hands clamd the file (FILDES).
-func (b *bencher) scanWith(addr string, chunk int, file string) func() error {
+func clientScan(ctx context.Context, addr string, chunk int, file string) func() error {
 	cfg := scanner.DefaultConfig()
 	cfg.Addr = addr
 	if chunk > 0 {
@@ -134,7 +134,7 @@ func (b *bencher) scanWith(addr string, chunk int, file string) func() error {
 		if err != nil {
 			return err
 		}
-		v, err := s.ScanFile(b.ctx, file)
+		v, err := s.ScanFile(ctx, file)
 		if err != nil {
 			return err
 		}
@@ -146,8 +146,8 @@ func (b *bencher) scanWith(addr string, chunk int, file string) func() error {
 }
 
 // scanPath asks clamd to scan a file by path (zSCAN), as a worker sharing clamd's filesystem could.
-func (b *bencher) scanPath(addr, path string) error {
-	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Minute)
+func scanPath(ctx context.Context, addr, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)

@@ -54,15 +54,14 @@ func (s *sizingData) noteClamdAdj(clip string, d float64) {
 	s.clamdAdj[clip] = d
 }
 
-// sizingSection writes the table, if any phase fed it.
-func (b *bencher) sizingSection() {
-	s := b.sizing
+// section writes the table into rep, in the corpus's order, if any phase fed it.
+func (s *sizingData) section(rep *Report, corpus Corpus) {
 	var rows [][]string
 	perSlot := "–"
 	if s.imageSlots > 0 && s.mixedHWM > s.idleRSS {
 		perSlot = fmt.Sprintf("%s (worker VmHWM − idle ÷ %d image slots)", mib(float64(s.mixedHWM-s.idleRSS)/float64(s.imageSlots)), s.imageSlots)
 	}
-	for _, p := range b.corpus.Photos {
+	for _, p := range corpus.Photos {
 		cpu, ok := s.imageCPU[p.Name]
 		if !ok || cpu <= 0 {
 			continue
@@ -70,7 +69,7 @@ func (b *bencher) sizingSection() {
 		rows = append(rows, []string{fmt.Sprintf("%s photo, %d×%d", strings.ToUpper(p.Format), p.W, p.H), "three WebP variants",
 			fmt.Sprintf("%.2f CPU s per image", cpu), fmt.Sprintf("**%.2f images/s**", 1/cpu), perSlot})
 	}
-	for _, cl := range b.corpus.Clips {
+	for _, cl := range corpus.Clips {
 		j, ok := s.videoJob[cl.Name]
 		if !ok || j.cpu <= 0 {
 			continue
@@ -90,7 +89,7 @@ func (b *bencher) sizingSection() {
 	if len(rows) == 0 {
 		return
 	}
-	b.rep.section("Sizing",
+	rep.section("Sizing",
 		"What one core delivers, from the CPU time (user + system) measured in this run: a core gives one CPU-second per "+
 			"second, so *per core* = 1 ÷ the CPU time of one item, which holds on a loaded or a larger machine where wall "+
 			"time does not. Images: the in-process transform of the photo (`transcoder.Images.Transform`, the scan phase) "+

@@ -14,7 +14,7 @@ import (
 // already up) and times exec → the first 200 of GET /health/ready, which checks NATS, the consumer,
 // the object store, clamd and the scratch disk. After the last start it waits 10 s and reads the idle
 // RSS.
-func (b *bencher) startupPhase() (err error) {
+func startupPhase(b *bencher) (err error) {
 	n := 5
 	if b.quick {
 		n = 3

@@ -264,11 +264,11 @@ func timeTool(ctx context.Context, bin, dir string, args []string) (float64, err
 var lastToolMaxRSS int64
 
 // wrapperOverhead is the extra wall time of a tool run through the logging wrapper.
-func (b *bencher) wrapperOverhead(tl *bench.ToolLog) float64 {
+func wrapperOverhead(ctx context.Context, tl *bench.ToolLog) float64 {
 	var direct, wrapped []float64
 	for range 10 {
-		d, err1 := timeTool(b.ctx, tl.RealFFprobe, os.TempDir(), []string{"-hide_banner", "-loglevel", "error", "-version"})
-		wr, err2 := timeTool(b.ctx, tl.FFprobe, os.TempDir(), []string{"-hide_banner", "-loglevel", "error", "-version"})
+		d, err1 := timeTool(ctx, tl.RealFFprobe, os.TempDir(), []string{"-hide_banner", "-loglevel", "error", "-version"})
+		wr, err2 := timeTool(ctx, tl.FFprobe, os.TempDir(), []string{"-hide_banner", "-loglevel", "error", "-version"})
 		if err1 != nil || err2 != nil {
 			return math.NaN()
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/mediaworker/mediaworker/bench"
 )
 
-func (b *bencher) videoLarge() (err error) {
+func (b videosPhase) large() (err error) {
 	var extra []string
 	if b.largeMiB > 480 {
 		extra = []string{"--max-input-bytes", fmt.Sprintf("%dMiB", b.largeMiB+64)}

@@ -17,7 +17,7 @@ import (
 // the command the worker's remux path would run (built from the encode's poster branch), next to
 // what the poster output adds to the encode, and also with a key frame forced at the poster time in
 // the encode.
-func (b *bencher) posterVariants(tl *bench.ToolLog, caps map[string]captured, bareDirs map[string]string,
+func (b videosPhase) posterVariants(tl *bench.ToolLog, caps map[string]captured, bareDirs map[string]string,
 	posterCost map[string]float64, posterSize map[string]int64) error {
 	const n = 5
 	var rows [][]string
@@ -179,7 +179,7 @@ func timeToolN(ctx context.Context, bin, dir string, args []string, n int) (floa
 // result, if the worker ran one) with a transcode of the same input by the worker's encode command
 // (taken from the transcoded clip of the same resolution, without its poster output: the poster is
 // left out on both sides), all bare.
-func (b *bencher) remuxVsTranscode(tl *bench.ToolLog, caps map[string]captured, bareDirs map[string]string, bareMain map[string][]float64) error {
+func (b videosPhase) remuxVsTranscode(tl *bench.ToolLog, caps map[string]captured, bareDirs map[string]string, bareMain map[string][]float64) error {
 	var rows [][]string
 	worst, worstName := math.Inf(1), ""
 	for _, cl := range b.corpus.Clips {

@@ -15,8 +15,13 @@ import (
 	"github.com/mediaworker/mediaworker/bench"
 )
 
-func (b *bencher) videosPhase() error {
-	return errors.Join(b.videoCompare(), b.videoLarge())
+// videosPhase is the phase "videos": the worker's video jobs beside the bare ffmpeg commands they
+// ran (compare, with the poster and remux studies of videoposter.go), then the large input
+// (videolarge.go). Its compare alone is the phase "video-compare".
+type videosPhase struct{ *bencher }
+
+func (b videosPhase) run() error {
+	return errors.Join(b.compare(), b.large())
 }
 
 // captured is what the worker ran for one clip, learned from the tool log of its first job.
@@ -45,14 +50,14 @@ type videoTimes struct {
 	scanWait, probeWait, upload float64
 }
 
-// videoCompare runs every clip through the worker (with ffmpeg and ffprobe wrapped to log their
+// compare runs every clip through the worker (with ffmpeg and ffprobe wrapped to log their
 // arguments and timings) and replays its exact commands bare, interleaved, run by run: a `clamdscan`
 // of the upload against the worker's clamd (clamdscan.go), then the encode (which writes the poster
 // too), or the remux then the poster. A transcode is also replayed without its poster output, to
 // price the poster. A second worker, against a clamd with ClamAV's default `ScanImageFuzzyHash yes`,
 // runs each clip too, and the bare side's clamdscan is timed against that clamd as well. It also
 // times poster variants, and remux against transcode for the inputs the worker remuxes.
-func (b *bencher) videoCompare() (err error) {
+func (b videosPhase) compare() (err error) {
 	dir := filepath.Join(b.work, "videos")
 	tl, err := bench.NewToolLog(filepath.Join(dir, "tools"))
 	if err != nil {
@@ -69,7 +74,7 @@ func (b *bencher) videoCompare() (err error) {
 	}
 	defer c.Close()
 	// The same worker against clamd at ClamAV's defaults (fuzzy hash on), with its own tool log.
-	fuzzy, err := b.startClamdFuzzy()
+	fuzzy, err := startClamdFuzzy(b.env)
 	if err != nil {
 		return err
 	}
@@ -108,7 +113,7 @@ func (b *bencher) videoCompare() (err error) {
 			return err
 		}
 		// Warm-up job, which also captures the commands.
-		t, runs, err := b.videoJob(c, tl, key)
+		t, runs, err := b.job(c, tl, key)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cl.Name, err)
 		}
@@ -121,7 +126,7 @@ func (b *bencher) videoCompare() (err error) {
 		if err := c2.Upload(b.ctx, key, cl.Path); err != nil {
 			return err
 		}
-		if t, _, err = b.videoJob(c2, tl2, key); err != nil {
+		if t, _, err = b.job(c2, tl2, key); err != nil {
 			return fmt.Errorf("%s, worker with fuzzy hash: %w", cl.Name, err)
 		}
 		b.logf("videos %s warm-up, clamd with fuzzy hash: %s end to end", cl.Name, secs(t.e2e))
@@ -177,7 +182,7 @@ func (b *bencher) videoCompare() (err error) {
 				return func() error {
 					c0 := cpu()
 					m0, _ := w.Metrics(b.ctx)
-					t, _, err := b.videoJob(c, tl, "v/"+cl.Name)
+					t, _, err := b.job(c, tl, "v/"+cl.Name)
 					t.cpu = cpu() - c0
 					if m1, merr := w.Metrics(b.ctx); merr == nil && m0 != nil {
 						st := stageDeltas(m0, m1)
@@ -411,7 +416,7 @@ func (b *bencher) videoCompare() (err error) {
 			rem.how, fmt.Sprintf("%.1f %%", 100*rem.share), "≤ 5 % (issue 13)", atMost(rem.share, 0.05))
 	}
 
-	overhead := b.wrapperOverhead(tl)
+	overhead := wrapperOverhead(b.ctx, tl)
 	b.rep.section("Videos: worker end to end vs bare ffmpeg",
 		"%d s clips at 25 fps with audio (H.264/AAC MP4 with fast start, HEVC/AAC MOV, VP9/Opus WebM), one job at a time "+
 			"(`--max-video-jobs 1`), medians of %d runs, worker and bare (and, for transcodes, the bare encode without its "+
@@ -470,8 +475,8 @@ func (b *bencher) videoCompare() (err error) {
 	return errors.Join(b.posterVariants(tl, caps, bareDirs, posterCost, posterSize), b.remuxVsTranscode(tl, caps, bareDirs, bareMain))
 }
 
-// videoJob runs one video job and splits its time by the tool runs logged meanwhile.
-func (b *bencher) videoJob(c *bench.Client, tl *bench.ToolLog, key string) (videoTimes, []bench.ToolRun, error) {
+// job runs one video job and splits its time by the tool runs logged meanwhile.
+func (b videosPhase) job(c *bench.Client, tl *bench.ToolLog, key string) (videoTimes, []bench.ToolRun, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Minute)
 	defer cancel()
 	j, err := c.Submit(ctx, key)
