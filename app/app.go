@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // App is a wired, running-ready worker.
@@ -139,6 +140,10 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 		return nil, fmt.Errorf("creating video transcoder: %w", err)
 	}
 	images.UseFFmpeg(videos) // APNG and AVIF sequences, under the video limits
+	docs, err := a.documents(ctx, cfg, videos)
+	if err != nil {
+		return nil, err
+	}
 
 	// While clamd, the store or scratch space is down the pull loops take nothing, so an outage does not
 	// burn deliveries; a job's failed fetch, scan or upload makes the watcher look at once.
@@ -156,6 +161,9 @@ func newApp(ctx context.Context, cfg Config, log zerolog.Logger, starting *Start
 		Store: a.store, Scanner: a.scanner, Images: images, Videos: videos,
 		Observer: reportingObserver{a.metrics, deps}, Verdicts: natsjs.NewVerdicts(a.js, cfg.Streams),
 		SignURL: a.signURL(), Reuse: reuse,
+	}
+	if docs != nil { // a nil *Documents in the interface would look like a renderer
+		pdeps.Documents = docs
 	}
 	if cfg.MaxMemory > 0 {
 		// A budget per lane, each of MaxMemory: the image lane's bounds the decodes in this process
@@ -461,3 +469,32 @@ func orNone(method, serverConfig string) string {
 
 // NATSURL is the client URL of the NATS in use.
 func (a *App) NATSURL() string { return a.nc.ConnectedUrl() }
+
+// documents starts the document renderer when a recipe asks for documents, nil otherwise: a worker
+// without such a recipe never starts it and answers a document as it always did. Its check render
+// runs now, so a renderer that cannot start under its limits stops the worker, and a kernel that
+// lacks a confinement layer is a warning. With it the worker is made non-dumpable: its environment
+// and memory (credentials) are then unreadable by another process of its user, the render child
+// included, whatever the kernel's Landlock.
+func (a *App) documents(ctx context.Context, cfg Config, videos *transcoder.Videos) (*transcoder.Documents, error) {
+	asked := false
+	for _, r := range cfg.Pipeline.Recipes {
+		asked = asked || r.Documents
+	}
+	if !asked {
+		return nil, nil
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("making the worker non-dumpable before documents are rendered: %w", err)
+	}
+	docs, err := transcoder.NewDocuments(ctx, videos, cfg.Documents)
+	if err != nil {
+		return nil, fmt.Errorf("creating document renderer: %w", err)
+	}
+	if w := docs.Degraded(); w != "" {
+		a.log.Warn().Msg(w)
+	}
+	inForce, _ := docs.Confinement()
+	a.log.Info().Str("confinement", inForce).Msg("documents are rendered in a confined child process")
+	return docs, nil
+}

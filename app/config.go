@@ -73,6 +73,8 @@ type Config struct {
 	Pipeline        pipeline.Config
 	Images          transcoder.ImageConfig
 	Videos          transcoder.VideoConfig
+	// Documents is the document renderer's, started only when a recipe asks for documents.
+	Documents transcoder.DocumentConfig
 
 	HTTPAddr     string // "" disables HTTP
 	ServeObjects bool   // serve /objects/<bucket>/<key> from the NATS object store
@@ -143,6 +145,7 @@ func DefaultConfig() Config {
 		Pipeline:        pipeline.DefaultConfig(),
 		Images:          transcoder.DefaultImageConfig(),
 		Videos:          transcoder.DefaultVideoConfig(),
+		Documents:       transcoder.DefaultDocumentConfig(),
 		HTTPAddr:        "127.0.0.1:8080",
 		ServeObjects:    true,
 		URLSigning:      DefaultURLSigningConfig(),

@@ -337,7 +337,10 @@ func outcomeOf(r contracts.Response, kind string, at time.Time) console.Outcome 
 	for _, v := range r.Processed {
 		for _, spec := range job.Specs() {
 			if spec.Preview != nil && spec.Preview(v) {
-				o.PreviewURL, o.Kind = v.URL, string(spec.Kind)
+				o.PreviewURL = v.URL
+				if o.Kind == "" { // the upload's type, when the answer has it, tells the kind (a document's variants are images)
+					o.Kind = string(spec.Kind)
+				}
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mediaworker/mediaworker/app"
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/rs/zerolog"
 )
 
@@ -53,7 +54,7 @@ func TestHealthEndpointsAndMetrics(t *testing.T) {
 		}
 	}
 	_, body = get(t, base+"/health")
-	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Lanes != "image,video" ||
+	if err := json.Unmarshal([]byte(body), &health); err != nil || health.Lanes != natsjs.AllLanes() ||
 		health.Jobs["image"].Max != 2 || health.Jobs["video"].Max != 1 || health.Jobs["triage"].Max < 1 ||
 		health.Consumers["triage"].Durable != "mediaworker" || health.Consumers["image"].Durable != "mediaworker-image" ||
 		health.Consumers["video"].Durable != "mediaworker-video" {

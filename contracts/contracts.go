@@ -105,6 +105,9 @@ type Metadata struct {
 	FactsAlgorithm string   `json:"factsAlgorithm,omitempty"`
 	// PosterTimeSeconds is where in a video its poster was taken.
 	PosterTimeSeconds *float64 `json:"posterTimeSeconds,omitempty"`
+	// Pages is a document's page count (a PDF's; 1 for an SVG), whose first page made the variants:
+	// only in answers to recipes that ask for documents.
+	Pages int `json:"pages,omitempty"`
 	// Reused says the answer was made from an earlier upload of the same bytes (same recipe, same
 	// bucket): the upload was scanned as every upload is, and its variants were copied, not made again.
 	Reused bool `json:"reused,omitempty"`

@@ -18,7 +18,7 @@ func init() {
 		// One job per core: libvips runs one thread per job.
 		Lane:       LaneDefaults{Slots: func(cores int) int { return cores }, SlotsRule: "number of CPUs"},
 		InProcess:  true,
-		Recognises: func(mime string) bool { return strings.HasPrefix(mime, "image/") },
+		Recognises: func(mime string) bool { return strings.HasPrefix(mime, "image/") && !isDocument(mime) }, // an SVG is a document
 		Preview: func(v contracts.Variant) bool {
 			return v.Format == contracts.FormatWebP && v.Quality == contracts.QualityLow
 		},

@@ -9,10 +9,10 @@ import (
 // The kinds are listed from the registry, in their declared order, whatever order their files
 // registered them in; a kind is declared once.
 func TestRegistryListsKindsInOrder(t *testing.T) {
-	if got := Kinds(); !slices.Equal(got, []Kind{Image, Video}) {
-		t.Fatalf("Kinds() = %v, want [image video]", got)
+	if got := Kinds(); !slices.Equal(got, []Kind{Image, Video, Document}) {
+		t.Fatalf("Kinds() = %v, want [image video document]", got)
 	}
-	if got := KindsInWords(); got != "image and video" {
+	if got := KindsInWords(); got != "image, video and document" {
 		t.Errorf("KindsInWords() = %q", got)
 	}
 	if _, ok := SpecOf(Triage); ok {
@@ -24,11 +24,11 @@ func TestRegistryListsKindsInOrder(t *testing.T) {
 
 	saved := registry
 	defer func() { registry = saved }()
-	Register(Spec{Kind: "document", Order: 15, Lane: LaneDefaults{Slots: func(int) int { return 1 }, AckWait: time.Minute}})
-	if got := Kinds(); !slices.Equal(got, []Kind{Image, "document", Video}) {
+	Register(Spec{Kind: "sketch", Order: 15, Lane: LaneDefaults{Slots: func(int) int { return 1 }, AckWait: time.Minute}})
+	if got := Kinds(); !slices.Equal(got, []Kind{Image, "sketch", Video, Document}) {
 		t.Errorf("with a third kind of order 15: %v", got)
 	}
-	if got := KindsInWords(); got != "image, document and video" {
+	if got := KindsInWords(); got != "image, sketch, video and document" {
 		t.Errorf("KindsInWords() = %q", got)
 	}
 	for _, bad := range []Spec{

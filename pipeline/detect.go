@@ -44,6 +44,9 @@ var accepted = []struct {
 	{"image/heif-sequence", Image},
 	{"image/avif", Image}, // stills and sequences; libvips' heif loader reads both
 	{"image/tiff", Image},
+	// Documents: only for recipes that ask for them (documentsRefused), refused as before otherwise.
+	{"application/pdf", Document},
+	{"image/svg+xml", Document},
 
 	// The ISO base media family (ffmpeg's mov demuxer): phones, cameras, browsers, screen recorders.
 	{"video/mp4", Video},

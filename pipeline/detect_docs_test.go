@@ -108,6 +108,8 @@ var formatNames = map[string][]string{
 	"MPEG-TS":  {mimeTransportStream},
 	"M2TS":     {mimeTransportStream},
 	"MPEG-PS":  {"video/mpeg"},
+	"PDF":      {"application/pdf"},
+	"SVG":      {"image/svg+xml"},
 }
 
 var parenthetical = regexp.MustCompile(`\s*\([^)]*\)`)
@@ -159,6 +161,7 @@ func TestReadmeListsExactlyTheAcceptedFormats(t *testing.T) {
 		{Image, "Accepted media, by content: images ", ";"},
 		{Video, "; videos in ", ", at most"},
 		{Image, "Images accepted: ", ", at most"},
+		{Document, "; documents ", " for a recipe"},
 	} {
 		got, want := namedTypes(t, between(t, doc, tc.from, tc.to)), acceptedTypes(tc.kind)
 		if !slices.Equal(got, want) {

@@ -73,8 +73,8 @@ func TestDetectRealSamples(t *testing.T) {
 		{"ogg.ogv", "video/ogg", ""},
 		{"rmvb.rmvb", "application/vnd.rn-realmedia-vbr", ""},
 		{"bmp.bmp", "image/bmp", ""},
-		{"svg.svg", "image/svg+xml", ""},
-		{"pdf.pdf", "application/pdf", ""},
+		{"svg.svg", "image/svg+xml", Document}, // a document: refused without a documents recipe (triage_test, pipeline_test)
+		{"pdf.pdf", "application/pdf", Document},
 		{"zip.zip", "application/zip", ""},
 	})
 }

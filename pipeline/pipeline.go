@@ -200,6 +200,8 @@ type Deps struct {
 	// so a video larger than its budget runs alone in its lane without holding images back. A kind
 	// without an entry takes from Memory.
 	LaneMemory map[MediaKind]MemoryBudget
+	// Documents renders documents for recipes that ask for them (kind_document.go); nil: none does.
+	Documents DocumentRenderer
 }
 
 // New returns a pipeline.
@@ -492,6 +494,9 @@ func (p *Pipeline) check(ctx context.Context, j *job) error {
 // kind, and has its kind's handler check it.
 func (p *Pipeline) detect(ctx context.Context, j *job) error {
 	mime, kind, err := j.sniff()
+	if err == nil {
+		err = documentsRefused(j.recipe, mime, kind)
+	}
 	if err != nil {
 		return err
 	}

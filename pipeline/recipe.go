@@ -19,6 +19,9 @@ type Recipe struct {
 	Name   string
 	Images []transcoder.ImageVariantSpec // nil: the transformer's default variants
 	Video  VideoRecipe
+	// Documents makes a PDF's first page, or an SVG, the recipe's image variants (kind_document.go);
+	// without it a document is refused as unsupported media, as it always was.
+	Documents bool `json:",omitempty"`
 }
 
 // VideoRecipe is what a recipe makes of a video beside the MP4 and poster every recipe makes: MP4

@@ -49,6 +49,10 @@ func (p *Pipeline) triage(j *job) Outcome {
 		return p.fail(j, stopped(transient("downloading", err)))
 	}
 	mime, kind, err := DetectBytes(head)
+	if err == nil {
+		recipe, _ := p.cfg.recipe(j.req) // known: stat refused an unknown one
+		err = documentsRefused(recipe, mime, kind)
+	}
 	if err != nil {
 		// Not a type we transform, but still scanned before it is refused: an infected upload of any
 		// type is reported and removed (outcome "infected"), never left in the bucket as merely

@@ -220,7 +220,11 @@ func describeRecipe(r pipeline.Recipe, cfg app.Config) string {
 	if r.Video.Storyboard != nil {
 		video += " + storyboard"
 	}
-	return "images: " + strings.Join(parts, ", ") + "; video: " + video
+	out := "images: " + strings.Join(parts, ", ") + "; video: " + video
+	if r.Documents {
+		out += "; " + documentsDescribed
+	}
+	return out
 }
 
 func orDefault(s, def string) string {

@@ -32,7 +32,7 @@ const maxVariantSide = 16383
 var variantKeys = []string{"name", "width", "height", "fit", "crop", "format", "quality", "animated"}
 
 // recipeKeys are a recipe's fields.
-var recipeKeys = []string{"images", "video"}
+var recipeKeys = []string{"images", "video", "documents"}
 
 // decodeRecipes reads the recipes section. The default recipe may be overridden, within what the seed
 // contract's answers allow (seedSafe).
@@ -104,11 +104,17 @@ func (f *configFile) decodeRecipe(name, dotted string, n *yaml.Node) (pipeline.R
 			v, verrs := f.decodeVideo(key, vn)
 			errs = append(errs, verrs...)
 			r.Video = v
+		case "documents":
+			d, err := f.decodeDocuments(key, vn)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			r.Documents = d
 		default:
 			errs = append(errs, f.errAt(kn, key, "%s", unknownKey("key", kn.Value, recipeKeys)))
 		}
 	}
-	if !hasImages && r.Video.IsDefault() && len(errs) == 0 {
+	if !hasImages && r.Video.IsDefault() && !r.Documents && len(errs) == 0 {
 		errs = append(errs, f.errAt(n, dotted, "has no images and no video outputs: list its image variants under images: (a recipe with only video: images get the default variants)"))
 	}
 	return r, errs
@@ -280,6 +286,9 @@ func seedSafe(r pipeline.Recipe) string {
 		if v.Format != "" && v.Format != transcoder.FormatWebP && v.Format != transcoder.FormatJPEG {
 			return fmt.Sprintf("the default recipe answers seed contract clients: its variants must be webp or jpeg, not %s (define a recipe of another name for other formats)", v.Format)
 		}
+	}
+	if r.Documents {
+		return documentsNotInDefault
 	}
 	if !r.Video.IsDefault() {
 		return "the default recipe answers seed contract clients: its video stays one MP4 and a poster (define a recipe of another name for mp4 renditions, HLS or a storyboard)"

@@ -260,7 +260,7 @@ func TestLanesFlag(t *testing.T) {
 	}
 	for _, bad := range []string{"images", "image,audio", ","} {
 		code, _, errs := run(t, "run", "--lanes", bad)
-		if code != exitUsage || !strings.Contains(errs, "--lanes") || !strings.Contains(errs, "lanes are image and video") {
+		if code != exitUsage || !strings.Contains(errs, "--lanes") || !strings.Contains(errs, "lanes are "+job.KindsInWords()) {
 			t.Errorf("--lanes %q: exit %d, stderr %q; want a usage error naming --lanes", bad, code, errs)
 		}
 	}

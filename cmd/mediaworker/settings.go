@@ -255,6 +255,16 @@ var sections = []section{
 		{flag: "prlimit", key: "prlimit", help: "prlimit(1) program that starts ffmpeg/ffprobe under their resource limits",
 			at: func(s *settingsOf) any { return &s.Videos.Prlimit }},
 	}},
+	{"documents", "documents: PDF and SVG, rendered only for recipes with documents: true", []setting{
+		{flag: "document-size", key: "size", help: "long side, in pixels, a document's first page is rendered at before the recipe's variants are made from it (at least the largest variant's)",
+			at: func(s *settingsOf) any { return &s.Documents.Size }},
+		{flag: "document-max-pixels", key: "max_pixels", help: "refuse documents whose first page is larger, before anything is rendered: a PDF page at 72 dpi (a pixel per point), an SVG at its declared size",
+			at: func(s *settingsOf) any { return &s.Documents.MaxPixels }},
+		{flag: "document-max-cpu-time", key: "max_cpu_time", help: "CPU time one render may use (RLIMIT_CPU); documents needing more are refused",
+			at: func(s *settingsOf) any { return &s.Documents.MaxCPUTime }},
+		{flag: "document-max-memory", key: "max_memory", help: "address-space limit (RLIMIT_AS) of the render child, at least 2GiB (0: --video-max-memory)",
+			at: func(s *settingsOf) any { return bytesFlag{&s.Documents.MaxMemoryBytes} }},
+	}},
 	{"reuse", "reuse: repeated uploads answered without rework", []setting{
 		{flag: "no-reuse", key: "disabled", help: "transform every upload, even bytes seen before (by default a clean upload whose SHA-256 and recipe match a recent one in its bucket is answered from it: its variants are copied, not made again; every upload is scanned either way)",
 			at: func(s *settingsOf) any { return &s.NoReuse }},

@@ -47,6 +47,7 @@ func settingsMarkdown() string {
 	for _, k := range []string{"mp4", "hls", "hls.rungs", "hls.segment_seconds", "storyboard"} {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", k, videoDocs[k])
 	}
+	b.WriteString("\nA recipe's `documents:` " + documentsDoc + "\n")
 	return b.String()
 }
 
