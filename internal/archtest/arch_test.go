@@ -25,8 +25,8 @@ func TestDependencyArrows(t *testing.T) {
 		"scanner":    {"contracts", "jetstream", "pipeline", "objstore", "transcoder", "app"},
 		"transcoder": {"contracts", "jetstream", "pipeline", "objstore", "scanner", "app"},
 		"objstore":   {"contracts", "jetstream", "pipeline", "scanner", "transcoder", "app"},
-		"pipeline":   {"jetstream", "app", "slots"},                // a pull is a slot: pools live in the pull loop
-		"jetstream":  {"app", "pipeline", "scanner", "transcoder"}, // issue 32: outcomes in job's words
+		"pipeline":   {"jetstream", "app", "slots"},                            // a pull is a slot: pools live in the pull loop
+		"jetstream":  {"app", "pipeline", "scanner", "transcoder", "objstore"}, // issue 32: outcomes in job's words; never opens an upload
 		"slots":      {""},
 		"membudget":  {""}, // a leaf: the pipeline asks it for memory, the app wires it
 		"tracing":    {""},
