@@ -25,8 +25,8 @@ func TestDependencyArrows(t *testing.T) {
 		"scanner":    {"contracts", "jetstream", "pipeline", "objstore", "transcoder", "app"},
 		"transcoder": {"contracts", "jetstream", "pipeline", "objstore", "scanner", "app"},
 		"objstore":   {"contracts", "jetstream", "pipeline", "scanner", "transcoder", "app"},
-		"pipeline":   {"jetstream", "app", "slots"},                // a pull is a slot: pools live in the pull loop
-		"jetstream":  {"app", "pipeline", "scanner", "transcoder"}, // issue 32: outcomes in job's words
+		"pipeline":   {"jetstream", "app", "slots"},                            // a pull is a slot: pools live in the pull loop
+		"jetstream":  {"app", "pipeline", "scanner", "transcoder", "objstore"}, // issue 32: outcomes in job's words; never opens an upload
 		"slots":      {""},
 		"membudget":  {""}, // a leaf: the pipeline asks it for memory, the app wires it
 		"tracing":    {""},
@@ -178,5 +178,31 @@ func TestOnlyMainImportsApp(t *testing.T) {
 				t.Errorf("%s imports app: only cmd/mediaworker wires the app (docs/architecture.md)", pkg)
 			}
 		}
+	}
+}
+
+// libvips is the worker's only C: transcoder/vips is the one package that uses cgo, so a crash or a
+// leak in C is looked for in one place, and poppler and librsvg (which libvips carries) are reached
+// only by the confined render child, through the same package.
+func TestOnlyVipsIsCgo(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{len .CgoFiles}}`, mod+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, n, _ := strings.Cut(line, " ")
+		pkg = strings.TrimPrefix(pkg, mod)
+		if n == "0" {
+			continue
+		}
+		if pkg == "transcoder/vips" {
+			found = true
+			continue
+		}
+		t.Errorf("%s uses cgo (%s files): C belongs to transcoder/vips (docs/architecture.md)", pkg, n)
+	}
+	if !found {
+		t.Fatal("transcoder/vips uses no cgo: has libvips' binding moved?")
 	}
 }
