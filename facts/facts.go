@@ -8,15 +8,11 @@
 package facts
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"image"
-	"io"
 	"math/bits"
-	"os"
 	"strconv"
 
 	"github.com/corona10/goimagehash"
@@ -135,21 +131,6 @@ func scaleSide(short, limit, long int) int {
 		n = 1
 	}
 	return n
-}
-
-// SHA256File returns the lowercase hex SHA-256 of the file's bytes, read as a stream so a large video
-// costs no more memory than a small photo.
-func SHA256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("facts: read %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // PHashDistance is the Hamming distance (0..64) between two PHash values: 0 is the same picture, a

@@ -2,8 +2,6 @@ package facts
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"image"
 	"image/color"
@@ -160,40 +158,6 @@ func TestPHashDistance(t *testing.T) {
 		if d, err := PHashDistance("0000000000000000", bad); err == nil {
 			t.Errorf("PHashDistance(…, %q) = %d, nil; want an error", bad, d)
 		}
-	}
-}
-
-func TestSHA256File(t *testing.T) {
-	dir := t.TempDir()
-	// The FIPS 180-2 vector, and 3 MiB of bytes: more than one read of the stream.
-	abc := filepath.Join(dir, "abc")
-	if err := os.WriteFile(abc, []byte("abc"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err := SHA256File(abc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"; got != want {
-		t.Errorf("SHA256File(abc) = %s; want %s", got, want)
-	}
-
-	big := make([]byte, 3<<20)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range big {
-		big[i] = byte(rng.Uint32())
-	}
-	path := filepath.Join(dir, "big")
-	if err := os.WriteFile(path, big, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(big)
-	if got, err := SHA256File(path); err != nil || got != hex.EncodeToString(sum[:]) {
-		t.Errorf("SHA256File(3 MiB) = %s, %v; want %x", got, err, sum)
-	}
-
-	if _, err := SHA256File(filepath.Join(dir, "missing")); err == nil {
-		t.Error("SHA256File of a missing file: no error")
 	}
 }
 
