@@ -84,22 +84,6 @@ func (h documentHandler) transform(ctx context.Context, j *job, outDir string) (
 	if err != nil {
 		return made{}, err
 	}
-	m := made{
-		metadata: &contracts.Metadata{MIME: j.mime, Width: page.PageWidth, Height: page.PageHeight,
-			HasAlpha: res.HasAlpha, Pages: page.Pages},
-		facts:    res.Facts,
-		warnings: res.Warnings,
-	}
-	if res.Facts == nil {
-		m.warnings = append(m.warnings, noFactsWarning)
-	}
-	for _, v := range res.Variants {
-		format, contentType := variantFormat(v.Format)
-		m.outs = append(m.outs, output{
-			role: roleImage, name: v.Quality,
-			path: v.Path, key: j.keys.ImageAs(v.Quality, format), contentType: contentType,
-			variant: contracts.Variant{Quality: v.Quality, Format: format, Width: v.Width, Height: v.Height},
-		})
-	}
-	return m, nil
+	return imageMade(j, res, &contracts.Metadata{MIME: j.mime, Width: page.PageWidth, Height: page.PageHeight,
+		HasAlpha: res.HasAlpha, Pages: page.Pages}), nil
 }

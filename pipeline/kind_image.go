@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mediaworker/mediaworker/contracts"
+	"github.com/mediaworker/mediaworker/transcoder"
 )
 
 func init() {
@@ -57,11 +58,14 @@ func (h imageHandler) transform(ctx context.Context, j *job, outDir string) (mad
 	if err != nil {
 		return made{}, err
 	}
-	m := made{
-		metadata: &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha, HDR: res.HDR},
-		facts:    res.Facts,
-		warnings: res.Warnings,
-	}
+	return imageMade(j, res, &contracts.Metadata{MIME: j.mime, Width: res.Width, Height: res.Height, HasAlpha: res.HasAlpha, HDR: res.HDR}), nil
+}
+
+// imageMade is what the recipe's image variants make of a job: their outputs, under the job's image
+// keys, and the asset's facts and warnings, with the kind's own metadata. A document's rendered page
+// becomes variants the same way (kind_document.go).
+func imageMade(j *job, res transcoder.ImageResult, md *contracts.Metadata) made {
+	m := made{metadata: md, facts: res.Facts, warnings: res.Warnings}
 	if res.Facts == nil {
 		m.warnings = append(m.warnings, noFactsWarning)
 	}
@@ -73,5 +77,5 @@ func (h imageHandler) transform(ctx context.Context, j *job, outDir string) (mad
 			variant: contracts.Variant{Quality: v.Quality, Format: format, Width: v.Width, Height: v.Height},
 		})
 	}
-	return m, nil
+	return m
 }
