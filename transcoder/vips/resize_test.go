@@ -46,10 +46,10 @@ func noisyPhoto(t *testing.T, w, h int, format string) string {
 // exactThumbnail is libvips' own thumbnail of src fitting width×height, computed with its vector
 // (orc) path off: the C path, whose Lanczos coefficients carry 12 fractional bits, as libvips 8.15 and
 // later (and sharp) compute it with vectors on.
-func exactThumbnail(t *testing.T, src string, width, height int) *image.NRGBA {
+func exactThumbnail(t *testing.T, src string, width, height int, args ...string) *image.NRGBA {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "ref.png")
-	cmd := exec.Command("vips", "thumbnail", src, out, strconv.Itoa(width), "--height", strconv.Itoa(height))
+	cmd := exec.Command("vips", append([]string{"thumbnail", src, out, strconv.Itoa(width), "--height", strconv.Itoa(height)}, args...)...)
 	cmd.Env = append(os.Environ(), "VIPS_NOVECTOR=1")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("vips thumbnail: %v\n%s", err, b)
@@ -110,7 +110,8 @@ func sameImage(t *testing.T, what string, got, want *image.NRGBA) {
 // sample for sample, not 8.14's orc approximation of it (which differed by up to 5 of 255 and made a
 // noisy photo's WebP 6 % smaller and SSIM 0.005 lower than sharp's at the same settings). Shrinks
 // below 2 (the 2048 px variant of a 12 MP photo), of exactly 2 and above, for a JPEG and a PNG, and a
-// JPEG turned by its EXIF orientation into a box that is not square.
+// JPEG turned by its EXIF orientation into a box that is not square, and one with a Display P3
+// profile, transformed to sRGB.
 func TestResizeIsLibvipsExact(t *testing.T) {
 	if err := Init(); err != nil {
 		t.Fatal(err)
@@ -151,4 +152,20 @@ func TestResizeIsLibvipsExact(t *testing.T) {
 	}
 	defer turned.Close()
 	sameImage(t, "jpeg turned upright into 300×512", pixelsOf(t, turned), exactThumbnail(t, src, 300, 512))
+
+	// A Display P3 profile (libvips' own) embedded in the photo.
+	p3 := filepath.Join(t.TempDir(), "p3.jpg")
+	if b, err := exec.Command("vips", "copy", noisyPhoto(t, 1000, 750, "jpeg"), p3+"[profile=p3]").CombinedOutput(); err != nil {
+		t.Fatalf("vips copy: %v\n%s", err, b)
+	}
+	h, err := ReadHeader(p3)
+	if err != nil || !h.HasICC {
+		t.Fatalf("the P3 photo's header: %+v, %v; want a profile", h, err)
+	}
+	wide, err := Thumbnail(p3, 512, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wide.Close()
+	sameImage(t, "P3 jpeg to sRGB at 512 px", pixelsOf(t, wide), exactThumbnail(t, p3, 512, 512, "--export-profile", "srgb"))
 }
