@@ -29,7 +29,7 @@
 	X(vips_bandjoin_const1) X(vips_shrink) \
 	X(vips_max) X(vips_maplut) X(vips_recomb) X(vips_linear) X(vips_bandjoin2) X(vips_copy) \
 	X(vips_image_new_from_memory_copy) X(vips_image_new_matrix_from_array) \
-	X(vips_image_new) X(vips_image_pipelinev) X(vips_image_generate) X(vips_start_one) X(vips_stop_one) \
+	X(vips_image_new) X(vips_image_pipelinev) X(vips_image_generate) X(vips_region_new) \
 	X(vips_region_prepare) X(vips_embed) X(vips_sequential) X(vips_autorot) X(vips_icc_transform) \
 	X(g_object_set_data_full) X(g_object_ref) X(g_object_unref) X(g_free) X(g_realloc) X(g_strfreev) X(g_strlcpy) X(g_log_set_handler) \
 	X(g_type_from_name) X(g_type_class_ref) X(g_type_class_unref)
@@ -291,6 +291,50 @@ static void mw_reduce_free(gpointer p) {
 	free(st);
 }
 
+// mw_reduce_seq is what one thread of a reduce works with: its region on the input and scratch
+// buffers kept from strip to strip (a strip's transposed input is ~200 KiB: allocated for each, it
+// would be mapped and unmapped each time, page faults and all).
+typedef struct {
+	VipsRegion *ir;
+	void *buf;
+	size_t cap;
+} mw_reduce_seq;
+
+static void *mw_reduce_start(VipsImage *out, void *a, void *b) {
+	mw_reduce_seq *seq = calloc(1, sizeof(*seq));
+
+	if (!seq)
+		return NULL;
+	if (!(seq->ir = mw_vips_region_new((VipsImage *) a))) {
+		free(seq);
+		return NULL;
+	}
+	return seq;
+}
+
+static int mw_reduce_stop(void *vseq, void *a, void *b) {
+	mw_reduce_seq *seq = vseq;
+
+	mw_g_object_unref(seq->ir);
+	free(seq->buf);
+	free(seq);
+	return 0;
+}
+
+// mw_reduce_scratch returns seq's buffer of at least n bytes, NULL when out of memory.
+static void *mw_reduce_scratch(mw_reduce_seq *seq, size_t n) {
+	if (n > seq->cap) {
+		void *p = realloc(seq->buf, n);
+		if (!p) {
+			mw_vips_error("mediaworker", "out of memory");
+			return NULL;
+		}
+		seq->buf = p;
+		seq->cap = n;
+	}
+	return seq->buf;
+}
+
 // mw_lanczos3 is libvips' calculate_coefficients_lanczos with a = 3 (templates.h).
 static void mw_lanczos3(double *c, int n_points, double shrink, double x) {
 	const double half = x + n_points / 2.0 - 1;
@@ -333,8 +377,9 @@ static void mw_reducev_row(unsigned char *restrict q, const unsigned char *restr
 }
 
 // mw_reducev_gen is vips_reducev_gen's uchar case (libvips 8.14 reducev.cpp).
-static int mw_reducev_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean *stop) {
-	VipsRegion *ir = seq;
+static int mw_reducev_gen(VipsRegion *out, void *vseq, void *a, void *b, gboolean *stop) {
+	mw_reduce_seq *seq = vseq;
+	VipsRegion *ir = seq->ir;
 	const mw_reduce_state *st = b;
 	const VipsRect *r = &out->valid;
 	const int bands = out->im->Bands;
@@ -348,10 +393,8 @@ static int mw_reducev_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean
 	s.height = r->height * st->shrink + st->n_point;
 	if (mw_vips_region_prepare(ir, &s))
 		return -1;
-	if (!(acc = malloc(sizeof(int) * (size_t) ne))) {
-		mw_vips_error("mediaworker", "out of memory");
+	if (!(acc = mw_reduce_scratch(seq, sizeof(int) * (size_t) ne)))
 		return -1;
-	}
 
 	double Y = (r->top + 0.5) * st->shrink - 0.5 - st->offset;
 	for (int y = 0; y < r->height; y++) {
@@ -366,7 +409,6 @@ static int mw_reducev_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean
 		mw_reducev_row(q, p, ne, ir->bpl, st->mask + ty * st->n_point, st->n_point, acc);
 		Y += st->shrink;
 	}
-	free(acc);
 	return 0;
 }
 
@@ -374,8 +416,9 @@ static int mw_reducev_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean
 // one output sample at a time (a third of a photo's instructions, measured with callgrind). Here the
 // strip of input is transposed, so that each output column is mw_reducev_row's weighted sum of whole
 // input columns, which vectorises; the sums, and so the samples, are the same.
-static int mw_reduceh_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean *stop) {
-	VipsRegion *ir = seq;
+static int mw_reduceh_gen(VipsRegion *out, void *vseq, void *a, void *b, gboolean *stop) {
+	mw_reduce_seq *seq = vseq;
+	VipsRegion *ir = seq->ir;
 	const mw_reduce_state *st = b;
 	const VipsRect *r = &out->valid;
 	const int bands = out->im->Bands;
@@ -391,16 +434,11 @@ static int mw_reduceh_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean
 	if (mw_vips_region_prepare(ir, &s))
 		return -1;
 	iw = ir->valid.width;
-	cols = malloc((size_t) iw * ne);
-	col = malloc((size_t) ne);
-	acc = malloc(sizeof(int) * (size_t) ne);
-	if (!cols || !col || !acc) {
-		free(cols);
-		free(col);
-		free(acc);
-		mw_vips_error("mediaworker", "out of memory");
+	// acc, then the transposed input, then one output column.
+	if (!(acc = mw_reduce_scratch(seq, sizeof(int) * (size_t) ne + (size_t) (iw + 1) * ne)))
 		return -1;
-	}
+	cols = (unsigned char *) (acc + ne);
+	col = cols + (size_t) iw * ne;
 	for (int y = 0; y < r->height; y++) {
 		const unsigned char *row = ir->data + (size_t) (r->top + y - ir->valid.top) * ir->bpl;
 		for (int x = 0; x < iw; x++)
@@ -421,9 +459,6 @@ static int mw_reduceh_gen(VipsRegion *out, void *seq, void *a, void *b, gboolean
 			memcpy(out->data + (size_t) y * out->bpl + (size_t) x * bands, col + y * bands, bands);
 		X += st->shrink;
 	}
-	free(cols);
-	free(col);
-	free(acc);
 	return 0;
 }
 
@@ -484,8 +519,8 @@ static int mw_reduce(VipsImage *in, VipsImage **out, double shrink, int horizont
 		t->Xsize = size;
 	else
 		t->Ysize = size;
-	if (mw_vips_image_generate(t, mw_vips_start_one, horizontal ? mw_reduceh_gen : mw_reducev_gen,
-		mw_vips_stop_one, embedded, st)) {
+	if (mw_vips_image_generate(t, mw_reduce_start, horizontal ? mw_reduceh_gen : mw_reducev_gen,
+		mw_reduce_stop, embedded, st)) {
 		mw_g_object_unref(t);
 		return -1;
 	}
