@@ -359,7 +359,13 @@ static void mw_lanczos3(double *c, int n_points, double shrink, double x) {
 
 // mw_reducev_row writes one output row: ne samples, each the rounded sum of n input rows lskip bytes
 // apart weighted by c. acc holds ne ints.
-__attribute__((optimize("O3"), target_clones("avx2", "default")))
+// On x86-64 an AVX2 copy is made beside the baseline (SSE2) one and picked at load time.
+#if defined(__x86_64__)
+#define MW_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define MW_VECTOR_CLONES
+#endif
+__attribute__((optimize("O3"))) MW_VECTOR_CLONES
 static void mw_reducev_row(unsigned char *restrict q, const unsigned char *restrict p, int ne, size_t lskip,
 	const int *restrict c, int n, int *restrict acc) {
 	for (int z = 0; z < ne; z++)
