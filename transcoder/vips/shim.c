@@ -561,31 +561,40 @@ static int mw_reduce(VipsImage *in, VipsImage **out, double shrink, int horizont
 	return 0;
 }
 
-// mw_exact says whether mw_resize_exact can shrink in by shrink: 8-bit, uncoded, 3-band sRGB or
-// 1-band B_W without alpha (vips_thumbnail premultiplies an alpha and converts other spaces first),
-// and each side shrunk by less than 4 (beyond, vips_resize box-shrinks by an integer first: gap 2).
-static int mw_exact(VipsImage *in, double shrink) {
+// mw_exact says whether mw_resize_exact can shrink in by hshrink across and vshrink down: 8-bit,
+// uncoded, 3-band sRGB or 1-band B_W without alpha (vips_thumbnail premultiplies an alpha and converts
+// other spaces first), and each side shrunk by less than 4 (beyond, vips_resize box-shrinks by an
+// integer first: gap 2), a side of factor 1 left as it is.
+static int mw_exact(VipsImage *in, double hshrink, double vshrink) {
 	VipsInterpretation interp = mw_vips_image_get_interpretation(in);
 	int w, h;
 
 	if (in->Coding != VIPS_CODING_NONE || mw_vips_image_get_format(in) != VIPS_FORMAT_UCHAR ||
 		!((in->Bands == 3 && interp == VIPS_INTERPRETATION_sRGB) ||
 		  (in->Bands == 1 && interp == VIPS_INTERPRETATION_B_W)) ||
-		!(shrink > 1.0 && shrink < 4.0))
+		!(hshrink >= 1.0 && hshrink < 4.0 && vshrink >= 1.0 && vshrink < 4.0) || (hshrink == 1.0 && vshrink == 1.0))
 		return 0;
-	w = (int) (in->Xsize / shrink + 0.5);
-	h = (int) (in->Ysize / shrink + 0.5);
+	w = (int) (in->Xsize / hshrink + 0.5);
+	h = (int) (in->Ysize / vshrink + 0.5);
 	return w > 0 && h > 0 && (double) in->Xsize / w < 4.0 && (double) in->Ysize / h < 4.0;
 }
 
-// mw_resize_exact is vips_resize(in, out, 1 / shrink) for an image mw_exact takes: down, then across.
-static int mw_resize_exact(VipsImage *in, VipsImage **out, double shrink) {
+// mw_resize_exact is vips_resize(in, out, 1 / hshrink, "vscale", 1 / vshrink) for an image mw_exact
+// takes: down, then across; a factor of 1 is no pass, as in vips_resize.
+static int mw_resize_exact(VipsImage *in, VipsImage **out, double hshrink, double vshrink) {
 	VipsImage *v = NULL;
 	int rc;
 
-	if (mw_reduce(in, &v, shrink, 0))
+	if (vshrink == 1.0) {
+		v = in;
+		mw_g_object_ref(v);
+	} else if (mw_reduce(in, &v, vshrink, 0))
 		return -1;
-	rc = mw_reduce(v, out, shrink, 1);
+	if (hshrink == 1.0) {
+		*out = v;
+		return 0;
+	}
+	rc = mw_reduce(v, out, hshrink, 1);
 	mw_g_object_unref(v);
 	return rc;
 }
@@ -606,7 +615,7 @@ static int mw_thumbnail_exact(const char *path, int width, int height, int has_i
 	VipsImage *im, *t = NULL;
 	const char *loader = NULL;
 	int orientation, jpeg, shrink_on_load = 1, rc;
-	double shrink;
+	double shrink, hshrink, vshrink;
 
 	if (!(im = mw_vips_image_new_from_file(path, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_ERROR, NULL)))
 		return -1;
@@ -635,11 +644,15 @@ static int mw_thumbnail_exact(const char *path, int width, int height, int has_i
 			return -1;
 		shrink = mw_fit_shrink(im->Xsize, im->Ysize, width, height);
 	}
-	if (!mw_exact(im, shrink)) {
+	// As vips_thumbnail does: a side is never shrunk by more than its length (to less than a pixel),
+	// so a picture 2 pixels across fit into 3 × 3 is shrunk by 2 across, not 3.
+	hshrink = shrink < im->Xsize ? shrink : im->Xsize;
+	vshrink = shrink < im->Ysize ? shrink : im->Ysize;
+	if (!mw_exact(im, hshrink, vshrink)) {
 		mw_g_object_unref(im);
 		return 1;
 	}
-	rc = mw_resize_exact(im, &t, shrink);
+	rc = mw_resize_exact(im, &t, hshrink, vshrink);
 	mw_g_object_unref(im);
 	if (rc)
 		return -1;
@@ -853,10 +866,14 @@ VipsImage *mw_thumbnail_image(VipsImage *in, int width, int height) {
 	VipsImage *t = NULL;
 	VipsImage *mem;
 
+	const double shrink = mw_fit_shrink(in->Xsize, in->Ysize, width, height);
+	// A side never shrunk by more than its length, as in mw_thumbnail_exact.
+	const double hshrink = shrink < in->Xsize ? shrink : in->Xsize;
+	const double vshrink = shrink < in->Ysize ? shrink : in->Ysize;
+
 	mw_vips_error_clear();
-	if (mw_vips_image_get_page_height(in) == mw_vips_image_get_height(in) &&
-		mw_exact(in, mw_fit_shrink(in->Xsize, in->Ysize, width, height))) {
-		if (mw_resize_exact(in, &t, mw_fit_shrink(in->Xsize, in->Ysize, width, height)))
+	if (mw_vips_image_get_page_height(in) == mw_vips_image_get_height(in) && mw_exact(in, hshrink, vshrink)) {
+		if (mw_resize_exact(in, &t, hshrink, vshrink))
 			return NULL;
 	} else if (mw_vips_thumbnail_image(in, &t, width,
 		"height", height,
