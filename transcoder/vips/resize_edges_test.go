@@ -63,6 +63,8 @@ func TestResizeEdgesAreLibvipsExact(t *testing.T) {
 		{1001, 13, 1000, 1000, "png"}, // shrink 1.001
 		{399, 302, 100, 100, "png"},   // shrink 3.99
 		{401, 303, 101, 101, "jpeg"},  // shrink 3.97
+		// A side shorter than the factor: libjpeg's shrink-on-load must not take it to 0 rows
+		// (libvips 8.14's jpegload then aborts the process).
 		{33, 65, 17, 22, "grey"},
 		{999, 777, 300, 300, "grey"},
 	}
@@ -79,6 +81,20 @@ func TestResizeEdgesAreLibvipsExact(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		sameImage(t, name, pixelsOf(t, im), exactThumbnail(t, src, c.bw, c.bh))
+		im.Close()
+	}
+	// A side shorter than the JPEG's shrink-on-load factor: it must not load 0 rows high (libvips
+	// 8.14's jpegload then fails an assertion and aborts the process). Shrinks of 4 and more are
+	// vips_thumbnail's own (vectorised) resize: the size is what is compared.
+	for _, c := range []tc{{26, 2, 2, 1, "jpeg"}, {2, 26, 1, 2, "jpeg"}, {9000, 1, 2048, 2048, "jpeg"}, {1, 9000, 300, 2048, "jpeg"}} {
+		src := noisyPhoto(t, c.w, c.h, c.format)
+		im, err := ThumbnailBox(src, c.bw, c.bh, false, false)
+		if err != nil {
+			t.Fatalf("%dx%d into %dx%d: %v", c.w, c.h, c.bw, c.bh, err)
+		}
+		if got, want := pixelsOf(t, im).Bounds(), exactThumbnail(t, src, c.bw, c.bh).Bounds(); got != want {
+			t.Errorf("%dx%d into %dx%d: %v, want %v", c.w, c.h, c.bw, c.bh, got, want)
+		}
 		im.Close()
 	}
 	for o := 5; o <= 8; o++ {

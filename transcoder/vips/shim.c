@@ -406,8 +406,15 @@ static int mw_reducev_gen(VipsRegion *out, void *vseq, void *a, void *b, gboolea
 	for (int y = 0; y < r->height; y++) {
 		unsigned char *q = out->data + (size_t) y * out->bpl;
 		const int py = (int) Y;
-		const unsigned char *p = ir->data + (size_t) (py - ir->valid.top) * ir->bpl +
-			(size_t) (r->left - ir->valid.left) * bands;
+		const unsigned char *p;
+
+		// The arithmetic keeps the taps inside the prepared rows; checked anyway, per row, because
+		// the sizes are the uploader's and a slip here reads another buffer's bytes into a picture.
+		if (py < ir->valid.top || py + st->n_point > ir->valid.top + ir->valid.height) {
+			mw_vips_error("mediaworker", "resize taps outside their input rows");
+			return -1;
+		}
+		p = ir->data + (size_t) (py - ir->valid.top) * ir->bpl + (size_t) (r->left - ir->valid.left) * bands;
 		const int sy = Y * MW_SUBPIXELS * 2;
 		const int siy = sy & (MW_SUBPIXELS * 2 - 1);
 		const int ty = (siy + 1) >> 1;
@@ -467,6 +474,10 @@ static int mw_reduceh_gen(VipsRegion *out, void *vseq, void *a, void *b, gboolea
 		const int six = sx & (MW_SUBPIXELS * 2 - 1);
 		const int tx = (six + 1) >> 1;
 
+		if (ix < ir->valid.left || ix - ir->valid.left + st->n_point > iw) { // as in mw_reducev_gen
+			mw_vips_error("mediaworker", "resize taps outside their input columns");
+			return -1;
+		}
 		mw_reducev_row(col, cols + (size_t) (ix - ir->valid.left) * ne, ne, ne, st->mask + tx * st->n_point,
 			st->n_point, acc);
 		if (bands == 3) // a byte loop, not memcpy: a call per 3 bytes cost more than the copy
@@ -634,9 +645,18 @@ static int mw_thumbnail_exact(const char *path, int width, int height, int has_i
 		height = w;
 	}
 	shrink = mw_fit_shrink(im->Xsize, im->Ysize, width, height);
-	// vips_thumbnail's shrink-on-load: libjpeg's block shrink, leaving at least 2 for the resize.
-	if (jpeg)
-		shrink_on_load = shrink >= 16 ? 8 : shrink >= 8 ? 4 : shrink >= 4 ? 2 : 1;
+	// vips_thumbnail's shrink-on-load: libjpeg's block shrink, leaving at least 2 for the resize, from
+	// the smaller of the two sides' factors, each at most its side's length. Not from shrink: a JPEG
+	// 26 × 2 fit into 2 × 1 would be loaded shrunk by 4, 0 rows high, and libvips 8.14's jpegload
+	// then fails an assertion, which aborts the whole process.
+	if (jpeg) {
+		double common = shrink;
+		if (common > im->Xsize)
+			common = im->Xsize;
+		if (common > im->Ysize)
+			common = im->Ysize;
+		shrink_on_load = common >= 16 ? 8 : common >= 8 ? 4 : common >= 4 ? 2 : 1;
+	}
 	if (shrink_on_load > 1) {
 		mw_g_object_unref(im);
 		if (!(im = mw_vips_image_new_from_file(path, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_ERROR,
