@@ -33,7 +33,7 @@
 // before Init.
 package vips
 
-// #cgo LDFLAGS: -Wl,--as-needed
+// #cgo LDFLAGS: -Wl,--as-needed -lm
 // #cgo pkg-config: vips
 // #include "shim.h"
 import "C"
