@@ -360,7 +360,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	ready := a.log.Info().Str("lanes", a.cfg.Lanes)
+	ready := a.log.Info().Str("lanes", servedLanes(a.cfg))
 	for _, k := range natsjs.Lanes {
 		ready = ready.Int("max_"+string(k)+"_jobs", a.cfg.slots(k))
 	}

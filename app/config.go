@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mediaworker/mediaworker/ingest"
@@ -51,7 +53,7 @@ type Config struct {
 	Provision bool // create or update streams and consumer at start
 	Streams   natsjs.Config
 	Worker    natsjs.WorkerConfig
-	Lanes     string // the lanes this instance serves: "image,video" (all), a subset (natsjs.ParseLanes)
+	Lanes     string // the lanes this instance serves: "all" (ServedLanes), a subset (natsjs.ParseLanes)
 	// PerLane are each lane's settings in this instance, by kind (DefaultConfig has every registered
 	// kind's, from job.Spec.Lane).
 	PerLane map[job.Kind]*LaneConfig
@@ -133,7 +135,7 @@ func DefaultConfig() Config {
 		Provision: true,
 		Streams:   natsjs.DefaultConfig(),
 		Worker:    natsjs.DefaultWorkerConfig(),
-		Lanes:     natsjs.AllLanes(),
+		Lanes:     "all",
 		PerLane:   defaultLanes(runtime.NumCPU()),
 		MaxMemory: DefaultMaxMemory,
 		Storage:   StorageNATS,
@@ -245,12 +247,34 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ServedLanes are the lanes this instance pulls from: Lanes as listed, or with "all" (the default)
+// every kind's but those only recipes turn on (job.Spec.OptIn: documents) when none of this worker's
+// recipes does.
+func (c Config) ServedLanes() []job.Kind {
+	lanes, _ := natsjs.ParseLanes(c.Lanes) // checked by Validate
+	if c.Lanes != "" && c.Lanes != "all" {
+		return lanes
+	}
+	return slices.DeleteFunc(lanes, func(k job.Kind) bool {
+		spec, _ := job.SpecOf(k)
+		return spec.OptIn && !c.Pipeline.Asks(k)
+	})
+}
+
+// servedLanes are cfg.ServedLanes as /health and the log show them: "image,video".
+func servedLanes(cfg Config) string {
+	names := []string{}
+	for _, k := range cfg.ServedLanes() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ",")
+}
+
 // workerConfig is the pull loop's configuration: the served lanes with their slots.
 func (c Config) workerConfig() natsjs.WorkerConfig {
 	w := c.Worker
 	w.Lanes = map[job.Kind]int{}
-	lanes, _ := natsjs.ParseLanes(c.Lanes) // checked by Validate
-	for _, l := range lanes {
+	for _, l := range c.ServedLanes() {
 		w.Lanes[l] = c.slots(l)
 	}
 	return w

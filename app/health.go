@@ -152,7 +152,7 @@ func (h *health) handleHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	body := map[string]any{
 		"status":    "ok",
-		"lanes":     h.cfg.Lanes,
+		"lanes":     servedLanes(h.cfg),
 		"jobs":      jobs,
 		"held":      map[string]int{"active": h.worker.Held(), "max": h.worker.Capacity()},
 		"consumers": consumers,

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/mediaworker/mediaworker/internal/testenv"
+	natsjs "github.com/mediaworker/mediaworker/jetstream"
+	"github.com/mediaworker/mediaworker/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -67,4 +69,27 @@ func TestUpgradeProcessesWhatThePreviousVersionQueued(t *testing.T) {
 			t.Errorf("after the upgrade, the %s lane's consumer: %v", lane, err)
 		}
 	}
+}
+
+// The documents kind came with a lane of its own, which only recipes that ask for documents turn on.
+// A site that provisions its streams by hand (`--provision=false`) and names no such recipe has no
+// consumer for that lane after the upgrade, and its worker must start and answer as before.
+func TestWorkerWithoutDocumentsStartsOnStreamsProvisionedBeforeThem(t *testing.T) {
+	clamd := testenv.StartClamd(t)
+	srv := testenv.StartNATS(t)
+	l := newLedger(t, srv.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := natsjs.Provision(ctx, l.js, streams); err != nil {
+		t.Fatal(err)
+	}
+	durable := streams.Lane(job.Document).Durable()
+	if err := l.js.DeleteConsumer(ctx, streams.RequestsStream(), durable); err != nil {
+		t.Fatalf("deleting %s, which the previous version never made: %v", durable, err)
+	}
+	startWorker(t, "by-hand", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, args: []string{"--provision=false"}})
+	c := newClient(t, l, nil, 1)
+	ids := []string{c.submit(testenv.MakeJPEG(t, t.TempDir(), 640, 480), "by-hand/photo.jpg")}
+	l.await(ids, time.Minute)
+	expectSuccess(t, l, ids)
 }

@@ -29,6 +29,11 @@ type Spec struct {
 	// load before the worker serves the kind's lane. A kind that transforms in child processes (ffmpeg)
 	// has its memory there.
 	InProcess bool
+	// OptIn says the kind works only for requests whose recipe asks for it (documents). A worker
+	// serving "all" lanes serves its lane only when one of its recipes asks for it, so a worker
+	// without such a recipe needs neither the lane's consumer nor its transformer: a site that
+	// provisions its streams by hand keeps starting after an upgrade that adds such a kind.
+	OptIn bool
 	// Progress says its jobs publish progress reports while they transform.
 	Progress bool
 	// Recognises reports whether an upload of this media type (an answer's metadata.mime) is of the

@@ -87,3 +87,6 @@ func (h documentHandler) transform(ctx context.Context, j *job, outDir string) (
 	return imageMade(j, res, &contracts.Metadata{MIME: j.mime, Width: page.PageWidth, Height: page.PageHeight,
 		HasAlpha: res.HasAlpha, Pages: page.Pages}), nil
 }
+
+// asks says whether the recipe turns on kind: documents are the one kind a recipe turns on.
+func (r Recipe) asks(kind MediaKind) bool { return kind == Document && r.Documents }

@@ -63,6 +63,16 @@ func (c Config) recipe(req contracts.Request) (Recipe, error) {
 // RecipeNames lists the recipes requests may name, default first.
 func (p *Pipeline) RecipeNames() []string { return p.cfg.recipeNames() }
 
+// Asks reports whether any recipe turns kind on, for a kind only recipes turn on (job.Spec.OptIn).
+func (c Config) Asks(kind MediaKind) bool {
+	for _, r := range c.Recipes {
+		if r.asks(kind) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c Config) recipeNames() []string {
 	names := []string{contracts.DefaultRecipe}
 	for n := range c.Recipes {

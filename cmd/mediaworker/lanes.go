@@ -36,13 +36,22 @@ func laneSettings() []setting {
 	return out
 }
 
-// lanesHelp says what --lanes takes: "image,video (all), image or video".
+// lanesHelp says what --lanes takes: "all, or a subset of image, video, document", and what all
+// means for the kinds only recipes turn on.
 func lanesHelp() string {
 	names := make([]string, len(natsjs.Lanes))
+	var optIn []string
 	for i, l := range natsjs.Lanes {
 		names[i] = string(l)
+		if spec, _ := job.SpecOf(l); spec.OptIn {
+			optIn = append(optIn, string(l))
+		}
 	}
-	return natsjs.AllLanes() + " (all), " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	h := "all, or a comma-separated subset of " + strings.Join(names, ", ")
+	if len(optIn) > 0 {
+		h += " (all serves " + strings.Join(optIn, ", ") + " only when a recipe asks for it)"
+	}
+	return h
 }
 
 // laneConsumers names the lanes' consumer definitions of `streams print`, joined by sep and the last

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/mediaworker/mediaworker/app"
-	natsjs "github.com/mediaworker/mediaworker/jetstream"
 	"github.com/mediaworker/mediaworker/job"
 	"github.com/mediaworker/mediaworker/tracing"
 	"github.com/rs/zerolog"
@@ -102,7 +101,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	libvips := make(chan error, 1) // checked beside start-up, which takes longer
 	// Only an instance that serves a lane transformed in process (images) needs libvips (a videos-only
 	// box may lack it).
-	if lanes, _ := natsjs.ParseLanes(cfg.Lanes); slices.ContainsFunc(lanes, inProcess) {
+	if slices.ContainsFunc(cfg.ServedLanes(), inProcess) {
 		go func() { libvips <- checkLibvips(ctx) }()
 	} else {
 		libvips <- nil
