@@ -16,10 +16,10 @@ func init() {
 		Lane: LaneDefaults{Slots: func(int) int { return 1 }, SlotsRule: "1"},
 		// The variants are made from the rendered page by libvips in this process: its budget bounds
 		// this heap.
-		InProcess:  true,
+		InProcess: true,
 		// Only recipes that say documents: true turn it on; without one a document is answered as
 		// unsupported, as before the kind existed.
-		OptIn: true,
+		OptIn:      true,
 		Recognises: isDocument,
 		// No preview of its own: its variants are images, which the image kind's Preview picks.
 	})
