@@ -404,7 +404,7 @@ func (b *bencher) peersPhase() (err error) {
 
 	// The same with the worker on S3 (MinIO, as the leak run uses): the photos put in the bucket
 	// first, then the requests at once.
-	s3HWM, s3Wall, s3Err := b.burstMemoryS3(photos, burstN, inflight)
+	s3Rest, s3HWM, s3Wall, s3Err := b.burstMemory(photos, burstN, inflight, "s3")
 	if s3Err != nil {
 		b.logf("peers burst memory on S3 FAILED: %v", s3Err)
 	} else {
@@ -469,7 +469,7 @@ func (b *bencher) peersPhase() (err error) {
 		fmt.Sprintf("%s after the uploads, %s after the jobs (%.2f img/s); over the whole comparison: worker %s, sharp's Node process %s",
 			mib(float64(upHWM)), mib(float64(jobsHWM)), float64(burstN)/memWall.Seconds(), mib(float64(whwm)), mib(float64(shwm))),
 		mib(float64(jobsHWM)), "≤ 300 MiB", atMost(float64(jobsHWM), 300<<20))
-	b.s3MemoryRow(burstN, inflight, s3HWM, s3Wall, s3Err)
+	b.s3MemoryRow(burstN, inflight, s3Rest, s3HWM, s3Wall, s3Err)
 
 	var rrows [][]string
 	for i := range nums["worker"] {
