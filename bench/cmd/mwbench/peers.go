@@ -264,7 +264,11 @@ func (b *bencher) peersPhase() (err error) {
 	if imgproxyErr != nil {
 		b.logf("peers: imgproxy left out: %v", imgproxyErr)
 	} else {
-		defer imgproxy.stop()
+		defer func() {
+			if imgproxy != nil {
+				imgproxy.stop()
+			}
+		}()
 	}
 	keys := make([]string, len(photos))
 	for i, p := range photos {
@@ -360,9 +364,17 @@ func (b *bencher) peersPhase() (err error) {
 	}
 
 	// Warm-up: every photo once through each (loaders, page cache, the worker's first jobs, V8's JIT).
-	for _, s := range systems {
+	for k := 0; k < len(systems); k++ {
+		s := systems[k]
 		for i := range photos {
 			if err := s.one(i); err != nil {
+				if s.name == "imgproxy" { // a peer that does not answer here is left out, as one that does not build
+					imgproxyErr = fmt.Errorf("warm-up %s: %w", photos[i].Name, err)
+					b.logf("peers: imgproxy left out: %v", imgproxyErr)
+					imgproxy.stop()
+					imgproxy, systems = nil, systems[:k]
+					break
+				}
 				return fmt.Errorf("warm-up %s %s: %w", s.name, photos[i].Name, err)
 			}
 		}
@@ -508,9 +520,10 @@ func (b *bencher) peersPhase() (err error) {
 		"3 × sharp(raw).resize(size).webp({quality, effort: %d}), at once", cfg.High, cfg.High, cfg.Effort)
 	var imgproxyHWM int64
 	if imgproxy != nil {
-		imgproxyHWM = systems[2].hwm()
+		m, _ := bench.ReadMemory(imgproxy.pid())
+		imgproxyHWM = m.HWM
 	}
-	b.imgproxyReport(imgproxy, imgproxyErr, nums, photos, burstN, inflight, qualities["imgproxy"], qtables["imgproxy"], imgproxyHWM)
+	b.imgproxyReport(imgproxy, imgproxyErr, nums, burstN, inflight, qualities["imgproxy"], qtables["imgproxy"], imgproxyHWM)
 	return nil
 }
 

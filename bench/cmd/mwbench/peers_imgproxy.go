@@ -260,7 +260,7 @@ func (p *imgproxyPeer) system(ctx context.Context, photos []Photo, work string) 
 
 // imgproxyReport writes imgproxy's targets rows (reported; the bars are against sharp) and its section,
 // or, when it could not be built or started, one row saying why.
-func (b *bencher) imgproxyReport(p *imgproxyPeer, startErr error, nums map[string][]roundNums, photos []Photo, burstN, inflight int,
+func (b *bencher) imgproxyReport(p *imgproxyPeer, startErr error, nums map[string][]roundNums, burstN, inflight int,
 	quality, qtable string, hwm int64) {
 	b.rep.own("peers", "imgproxy:")
 	const target, status = "reported (no bar: the bars are against sharp)", "reported"

@@ -14,7 +14,7 @@ func TestImgproxyNotBuiltRow(t *testing.T) {
 	b := &bencher{rep: &Report{Started: time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)}, parallel: 2}
 	why := errors.New("building imgproxy v3.31.4: go build: exit status 1\n# github.com/imgproxy/imgproxy/v3/vips\nvips.c:5: error: a | b\n" +
 		strings.Repeat("more output ", 100))
-	b.imgproxyReport(nil, why, nil, nil, 40, 2, "", "", 0)
+	b.imgproxyReport(nil, why, nil, 40, 2, "", "", 0)
 	if len(b.rep.Rows) != 1 || b.rep.Rows[0].What != "imgproxy: not measured" {
 		t.Fatalf("rows %+v, want one imgproxy: not measured", b.rep.Rows)
 	}
