@@ -2,10 +2,13 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -20,6 +23,11 @@ type goTool struct {
 	cache   string // the cache's subdirectory and lock are named after it: <cache>/<name>-<version>/
 	file    string // the command's file name
 	timeout time.Duration
+	// module, when set, is the module pkg belongs to, built as its own main module in its downloaded
+	// source (`go mod download`, then `go build` there) instead of by `go install pkg@version`, which
+	// refuses a module whose go.mod has replace directives (imgproxy's) and asks the proxy for the
+	// module's version list (to warn of deprecation), which the proxy may not serve.
+	module string
 }
 
 // ensure returns the path of the cached binary, building it first if needed.
@@ -68,8 +76,18 @@ func (g goTool) build(logf func(format string, args ...any), bin string) error {
 	// Outside any module, so the repository's go.mod is neither used nor touched.
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false", "GO111MODULE=on")
+	if g.module != "" {
+		src, err := downloadModule(ctx, goBin, tmp, g.module+"@"+g.version)
+		if err != nil {
+			return err
+		}
+		// Its own go.mod and go.sum, replace directives included, as its authors build it.
+		cmd = exec.CommandContext(ctx, goBin, "build", "-o", filepath.Join(tmp, g.file), "."+strings.TrimPrefix(g.pkg, g.module))
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false -mod=readonly", "GO111MODULE=on")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go install: %w\n%s", err, TailLines(out, 40))
+		return fmt.Errorf("go %s: %w\n%s", cmd.Args[1], err, TailLines(out, 40))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -79,4 +97,23 @@ func (g goTool) build(logf func(format string, args ...any), bin string) error {
 	}
 	logf("built %s in %s", g.what, time.Since(start).Round(time.Second))
 	return nil
+}
+
+// downloadModule fetches mod (path@version) into the module cache, outside any module (dir), and
+// returns the directory of its source there (read-only).
+func downloadModule(ctx context.Context, goBin, dir, mod string) (string, error) {
+	cmd := exec.CommandContext(ctx, goBin, "mod", "download", "-json", mod)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GO111MODULE=on")
+	out, err := cmd.Output()
+	var m struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &m); jerr != nil || m.Error != "" || err != nil || m.Dir == "" {
+		var stderr []byte
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		return "", fmt.Errorf("go mod download %s: %v %s%s", mod, err, m.Error, TailLines(stderr, 20))
+	}
+	return m.Dir, nil
 }

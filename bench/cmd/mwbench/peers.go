@@ -220,6 +220,9 @@ type peerSystem struct {
 	hwm   func() int64
 }
 
+// roundNums are one system's measures in one round.
+type roundNums struct{ cpuOne, cpuBurst, wallOne, thr float64 }
+
 // peersPhase compares the worker with sharp (peers.go's doc).
 func (b *bencher) peersPhase() (err error) {
 	photos, err := b.peerPhotos()
@@ -256,6 +259,17 @@ func (b *bencher) peersPhase() (err error) {
 		return err
 	}
 	defer c.Close()
+	// imgproxy where it can be built and started; where not, its rows say why and sharp's go on.
+	imgproxy, imgproxyErr := b.startImgproxyPeer(cfg, photos, inflight, scan, work)
+	if imgproxyErr != nil {
+		b.logf("peers: imgproxy left out: %v", imgproxyErr)
+	} else {
+		defer func() {
+			if imgproxy != nil {
+				imgproxy.stop()
+			}
+		}()
+	}
 	keys := make([]string, len(photos))
 	for i, p := range photos {
 		keys[i] = "peers/" + filepath.Base(p.Path)
@@ -345,21 +359,31 @@ func (b *bencher) peersPhase() (err error) {
 			hwm: func() int64 { m, _ := bench.ReadMemory(peer.pid()); return m.HWM },
 		},
 	}
+	if imgproxy != nil {
+		systems = append(systems, imgproxy.system(b.ctx, photos, work))
+	}
 
 	// Warm-up: every photo once through each (loaders, page cache, the worker's first jobs, V8's JIT).
-	for _, s := range systems {
+	for k := 0; k < len(systems); k++ {
+		s := systems[k]
 		for i := range photos {
 			if err := s.one(i); err != nil {
+				if s.name == "imgproxy" { // a peer that does not answer here is left out, as one that does not build
+					imgproxyErr = fmt.Errorf("warm-up %s: %w", photos[i].Name, err)
+					b.logf("peers: imgproxy left out: %v", imgproxyErr)
+					imgproxy.stop()
+					imgproxy, systems = nil, systems[:k]
+					break
+				}
 				return fmt.Errorf("warm-up %s %s: %w", s.name, photos[i].Name, err)
 			}
 		}
 	}
 
-	type roundNums struct{ cpuOne, cpuBurst, wallOne, thr float64 }
 	nums := map[string][]roundNums{}
 	for run := range b.runs {
 		for k := range systems {
-			s := systems[(k+run)%len(systems)] // alternate who goes first
+			s := systems[(k+run)%len(systems)] // rotate who goes first
 			var r roundNums
 			c0, t0 := s.cpu(), time.Now()
 			for i := range photos {
@@ -383,18 +407,32 @@ func (b *bencher) peersPhase() (err error) {
 	}
 
 	// Memory: a fresh worker given the burst as the issue states it, every photo uploaded at once.
-	upHWM, jobsHWM, memWall, err := b.burstMemory(photos, burstN, inflight)
+	upHWM, jobsHWM, memWall, err := b.burstMemory(photos, burstN, inflight, "nats")
 	if err != nil {
 		return fmt.Errorf("burst memory: %w", err)
 	}
 	b.logf("peers burst memory: VmHWM %s after %d uploads at once, %s after the %d jobs (%s)", mib(float64(upHWM)), burstN,
 		mib(float64(jobsHWM)), burstN, memWall.Round(time.Millisecond))
 
+	// The same with the worker on S3 (MinIO, as the leak run uses): the photos put in the bucket
+	// first, then the requests at once.
+	s3Rest, s3HWM, s3Wall, s3Err := b.burstMemory(photos, burstN, inflight, "s3")
+	if s3Err != nil {
+		b.logf("peers burst memory on S3 FAILED: %v", s3Err)
+	} else {
+		b.logf("peers burst memory on S3: VmHWM %s after the %d jobs (%s)", mib(float64(s3HWM)), burstN, s3Wall.Round(time.Millisecond))
+	}
+
 	// Same pictures? Bytes per photo and SSIM per variant against a lossless reference.
-	quality, qrows, err := b.peerQuality(cfg, photos, work, workerBytes)
+	peerNames := []string{"sharp"}
+	if imgproxy != nil {
+		peerNames = append(peerNames, "imgproxy")
+	}
+	qualities, qtables, err := b.peerQuality(cfg, photos, work, workerBytes, peerNames)
 	if err != nil {
 		return err
 	}
+	quality, qrows := qualities["sharp"], qtables["sharp"]
 
 	ratios := func(f func(r roundNums) float64) []float64 {
 		var xs []float64
@@ -443,6 +481,7 @@ func (b *bencher) peersPhase() (err error) {
 		fmt.Sprintf("%s after the uploads, %s after the jobs (%.2f img/s); over the whole comparison: worker %s, sharp's Node process %s",
 			mib(float64(upHWM)), mib(float64(jobsHWM)), float64(burstN)/memWall.Seconds(), mib(float64(whwm)), mib(float64(shwm))),
 		mib(float64(jobsHWM)), "≤ 300 MiB", atMost(float64(jobsHWM), 300<<20))
+	b.s3MemoryRow(burstN, inflight, s3Rest, s3HWM, s3Wall, s3Err)
 
 	var rrows [][]string
 	for i := range nums["worker"] {
@@ -461,7 +500,7 @@ func (b *bencher) peersPhase() (err error) {
 	b.rep.section("Peers: sharp",
 		"The worker beside sharp (%s; npm, installed by the benchmark with `npm ci` from bench/cmd/mwbench/peers/sharp/package-lock.json "+
 			"into the corpus cache, its prebuilt libvips from the registry), in one run, interleaved round by round (who goes first "+
-			"alternates), on %d photos (%s). Both make the default trio: WebP %d/%d/%d px (fit inside, never enlarged), Q %d/%d/%d, "+
+			"rotates, imgproxy included where it runs), on %d photos (%s). Both make the default trio: WebP %d/%d/%d px (fit inside, never enlarged), Q %d/%d/%d, "+
 			"effort %d, metadata stripped, sRGB. *worker*: `mediaworker run`, the photos in its embedded store, `--max-image-jobs %d`, "+
 			"requests published, timed to the last response. *sharp*: a Node service (peers/sharp/peer.js) fed the same jobs on stdin, at "+
 			"most %d at once: `clamdscan --fdpass` of the file against the worker's clamd (deploy config), one decode shrunk to 2048 px "+
@@ -479,6 +518,12 @@ func (b *bencher) peersPhase() (err error) {
 		"clamdscan --config-file=<LocalSocket of the worker's clamd> --fdpass --no-summary <photo>\n"+
 		"sharp(photo).rotate().resize(%d, %d, {fit: 'inside', withoutEnlargement: true}).raw() → "+
 		"3 × sharp(raw).resize(size).webp({quality, effort: %d}), at once", cfg.High, cfg.High, cfg.Effort)
+	var imgproxyHWM int64
+	if imgproxy != nil {
+		m, _ := bench.ReadMemory(imgproxy.pid())
+		imgproxyHWM = m.HWM
+	}
+	b.imgproxyReport(imgproxy, imgproxyErr, nums, burstN, inflight, qualities["imgproxy"], qtables["imgproxy"], imgproxyHWM)
 	return nil
 }
 
@@ -506,61 +551,70 @@ func tailString(s string) string {
 }
 
 // peerQuality compares the outputs: the worker's (made again in-process by the same library calls, and
-// checked to weigh what the worker's response said) and sharp's kept from its first one-at-a-time run.
-func (b *bencher) peerQuality(cfg transcoder.ImageConfig, photos []Photo, work string, workerBytes []int64) (summary, tbl string, err error) {
+// checked to weigh what the worker's response said) and each peer's kept from its first one-at-a-time
+// run (work/<peer>/<photo index>/<variant>.webp). It returns, per peer, a one-line summary and a table.
+func (b *bencher) peerQuality(cfg transcoder.ImageConfig, photos []Photo, work string, workerBytes []int64, peers []string) (summary, tbl map[string]string, err error) {
 	images, err := transcoder.NewImages(cfg)
 	if err != nil {
-		return "", "", err
+		return nil, nil, err
 	}
-	var rows [][]string
-	worstBytes, worstSSIM := 0.0, 0.0
+	rows := map[string][][]string{}
+	worstBytes, worstSSIM := map[string]float64{}, map[string]float64{}
 	for i, p := range photos {
 		wdir := filepath.Join(work, "worker", strconv.Itoa(i))
 		if err := os.MkdirAll(wdir, 0o755); err != nil {
-			return "", "", err
+			return nil, nil, err
 		}
 		res, err := images.Transform(b.ctx, p.Path, wdir)
 		if err != nil {
-			return "", "", fmt.Errorf("in-process transform of %s: %w", p.Name, err)
+			return nil, nil, fmt.Errorf("in-process transform of %s: %w", p.Name, err)
 		}
 		if got := variantBytes(res.Variants); got != workerBytes[i] {
-			return "", "", fmt.Errorf("%s: the in-process transform made %d bytes, the worker's response said %d", p.Name, got, workerBytes[i])
+			return nil, nil, fmt.Errorf("%s: the in-process transform made %d bytes, the worker's response said %d", p.Name, got, workerBytes[i])
 		}
-		var sb int64
-		cells := []string{p.Name}
-		var ssims []string
+		peerBytes := map[string]int64{}
+		ssims := map[string][]string{}
 		for _, v := range res.Variants {
-			sp := filepath.Join(work, "sharp", strconv.Itoa(i), v.Quality+".webp")
-			sb += fileSize(sp)
 			ref := filepath.Join(wdir, v.Quality+"-ref.png")
 			size := strconv.Itoa(max(v.Width, v.Height))
 			if err := runQuiet(b.ctx, nil, "vips", "thumbnail", p.Path, ref, size, "--height", size, "--size", "down"); err != nil {
-				return "", "", err
+				return nil, nil, err
 			}
 			sw, err := ssim(b.ctx, v.Path, ref)
 			if err != nil {
-				return "", "", err
+				return nil, nil, err
 			}
-			ss, err := ssim(b.ctx, sp, ref)
-			if err != nil {
-				return "", "", err
+			for _, peer := range peers {
+				sp := filepath.Join(work, peer, strconv.Itoa(i), v.Quality+".webp")
+				peerBytes[peer] += fileSize(sp)
+				ss, err := ssim(b.ctx, sp, ref)
+				if err != nil {
+					return nil, nil, err
+				}
+				if math.Abs(sw-ss) > math.Abs(worstSSIM[peer]) {
+					worstSSIM[peer] = sw - ss
+				}
+				ssims[peer] = append(ssims[peer], fmt.Sprintf("%s %.4f / %.4f", v.Quality, sw, ss))
 			}
-			if math.Abs(sw-ss) > math.Abs(worstSSIM) {
-				worstSSIM = sw - ss
-			}
-			ssims = append(ssims, fmt.Sprintf("%s %.4f / %.4f", v.Quality, sw, ss))
 		}
-		br := float64(workerBytes[i])/float64(sb) - 1
-		if math.Abs(br) > math.Abs(worstBytes) {
-			worstBytes = br
+		for _, peer := range peers {
+			br := float64(workerBytes[i])/float64(peerBytes[peer]) - 1
+			if math.Abs(br) > math.Abs(worstBytes[peer]) {
+				worstBytes[peer] = br
+			}
+			rows[peer] = append(rows[peer], []string{p.Name, fmt.Sprintf("%d / %d (%+.1f %%)", workerBytes[i]>>10, peerBytes[peer]>>10, 100*br),
+				strings.Join(ssims[peer], "; ")})
 		}
-		cells = append(cells, fmt.Sprintf("%d / %d (%+.1f %%)", workerBytes[i]>>10, sb>>10, 100*br), strings.Join(ssims, "; "))
-		rows = append(rows, cells)
 	}
-	same := "same pictures"
-	if math.Abs(worstBytes) > 0.03 || math.Abs(worstSSIM) > 0.002 {
-		same = "NOT the same pictures (bytes beyond ±3 % or SSIM beyond ±0.002)"
+	summary, tbl = map[string]string{}, map[string]string{}
+	for _, peer := range peers {
+		same := "same pictures"
+		if math.Abs(worstBytes[peer]) > 0.03 || math.Abs(worstSSIM[peer]) > 0.002 {
+			same = "NOT the same pictures (bytes beyond ±3 % or SSIM beyond ±0.002)"
+		}
+		summary[peer] = fmt.Sprintf("outputs: bytes worker ÷ %s worst %+.1f %%, SSIM worker − %s worst %+.4f: %s", peer, 100*worstBytes[peer],
+			peer, worstSSIM[peer], same)
+		tbl[peer] = table([]string{"photo", "bytes KiB, worker / " + peer, "SSIM worker / " + peer}, rows[peer]) + "\n" + summary[peer] + "\n"
 	}
-	summary = fmt.Sprintf("outputs: bytes worker ÷ sharp worst %+.1f %%, SSIM worker − sharp worst %+.4f: %s", 100*worstBytes, worstSSIM, same)
-	return summary, table([]string{"photo", "bytes KiB, worker / sharp", "SSIM worker / sharp"}, rows) + "\n" + summary + "\n", nil
+	return summary, tbl, nil
 }
