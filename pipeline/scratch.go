@@ -16,15 +16,16 @@ const ScratchPrefix = "mw-job-"
 // writes: on ext4 under load they were most of a small job's time (issue 23's session: ~0.3 ms CPU per
 // job; a syscall trace of the no-op benchmark on a busy machine: 2.6 ms of 3.6 ms blocked in the
 // file system per job went to mkdir and rmdir). So a dir a job leaves empty is kept for the next job
-// while other jobs still run, and the last job to end removes every kept dir: between bursts, and
-// whenever no job runs, no mw-job-* dir exists, as before. A dir is kept only when it is verifiably
+// while other jobs still run (a request in triage counts: it will want a dir next), and the last job
+// to end removes every kept dir: between bursts, and whenever no job runs, no mw-job-* dir exists, as
+// before. A dir is kept only when it is verifiably
 // empty (a job's files are removed one by one; anything a tool left makes the dir go whole), so a job
 // never sees another's files: every job starts in an empty dir, fresh or emptied.
 type scratchDirs struct {
 	root string
 
 	mu     sync.Mutex
-	active int      // dirs handed out and not yet given back
+	active int      // jobs running: dirs handed out and not yet given back, and requests in triage
 	idle   []string // empty dirs kept for the next job while active > 0
 }
 
@@ -46,6 +47,15 @@ func (s *scratchDirs) take() (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// join counts a request in triage as a running job until the returned func is called: the next job
+// that wants a dir is likely its own, so the kept dirs stay.
+func (s *scratchDirs) join() (leave func()) {
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	return func() { s.give("", false) }
 }
 
 // release empties j's dir and gives it back (j.dir is cleared).

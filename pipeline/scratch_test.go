@@ -68,7 +68,12 @@ func TestScratchDirsAreReusedOnlyEmptyAndOnlyWhileJobsOverlap(t *testing.T) {
 	if got := left(); !slices.Equal(got, want) {
 		t.Errorf("while one job runs: %v, want its dir and the one kept (%v)", got, want)
 	}
-	s.release(d) // the last job: every kept dir goes
+	leave := s.join() // a request in triage: a job too
+	s.release(d)
+	if got := left(); len(got) != 2 {
+		t.Errorf("while a request is in triage: %v, want the two kept dirs", got)
+	}
+	leave() // the last job: every kept dir goes
 	if got := left(); len(got) != 0 {
 		t.Errorf("after every job ended, %s holds %v", root, got)
 	}
