@@ -59,6 +59,9 @@ func (p prelanePhase) run() error {
 	if p.rounds < 1 {
 		return fmt.Errorf("-prelane-rounds must be at least 1, got %d", p.rounds)
 	}
+	if b.quick {
+		p.rounds = min(p.rounds, 3)
+	}
 	root, err := gitOutput(b.ctx, "", "rev-parse", "--show-toplevel")
 	if err != nil {
 		return fmt.Errorf("this phase builds the pre-lane commit %s from the repository mwbench runs in: run it from a git clone of mediaworker with its history (%w)", prelaneCommit, err)
