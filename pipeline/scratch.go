@@ -70,11 +70,16 @@ func (s *scratchDirs) release(j *job) {
 			_ = os.Remove(o.path)
 		}
 	}
-	s.give(dir, isEmptyDir(dir))
+	s.mu.Lock()
+	others := s.active > 1
+	s.mu.Unlock()
+	// Whether the dir is empty matters only when it may be kept; a dir that goes tells by itself
+	// (give: rmdir fails on anything left in it).
+	s.give(dir, others && isEmptyDir(dir))
 }
 
-// give takes back a dir ("" for none) that is empty or not. An empty dir is kept while other jobs run;
-// the last job to end removes it with every kept one.
+// give takes back a dir ("" for none); empty says it was found empty, and only such a dir is kept,
+// while other jobs run. The last job to end removes its dir with every kept one.
 func (s *scratchDirs) give(dir string, empty bool) {
 	s.mu.Lock()
 	s.active--
@@ -88,10 +93,8 @@ func (s *scratchDirs) give(dir string, empty bool) {
 		remove, s.idle = s.idle, nil
 	}
 	s.mu.Unlock()
-	if dir != "" {
-		if !empty || os.Remove(dir) != nil {
-			_ = os.RemoveAll(dir) // what a tool left of its own goes too
-		}
+	if dir != "" && os.Remove(dir) != nil {
+		_ = os.RemoveAll(dir) // what a tool left of its own goes too
 	}
 	for _, d := range remove {
 		_ = os.Remove(d)
