@@ -243,7 +243,7 @@ type job struct {
 	reuseKey string    // the reuse memory's key of this upload, "" when reuse does not apply
 	reused   bool      // answered from the reuse memory
 	done     bool      // answered before the last step (reused): the steps after are skipped
-	dir      string    // scratch dir, emptied and given back at the end
+	dir      string    // scratch dir, from the pool scratch, emptied and given back to it at the end
 	scratch  *scratchDirs
 	input    string    // dir/input
 	head     *headCopy // the input's first bytes, kept as they were downloaded (sniff reads them)
