@@ -232,8 +232,10 @@ func gitOutput(ctx context.Context, dir string, args ...string) (string, error) 
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	if msg := strings.TrimSpace(stderr.String()); err != nil && msg != "" {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, msg)
+	} else if err != nil {
+		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
