@@ -9,7 +9,8 @@
 #   -leak-n N       jobs in the RSS-over-many-jobs run with S3 storage (default 10000, as the issue asks;
 #                   the run with the embedded object store does N/2)
 #   -large-mib N    size of the large video input (default 477: under the worker's 500 MiB cap)
-#   -phases LIST    startup,images,videos,scan,memory,nats-writes,orchestration (default: all); also,
+#   -phases LIST    startup,images,videos,scan,memory,nats-writes,orchestration,orchestration-prelane
+#                   (default: all; orchestration-prelane needs the git history: it builds 4423aa4); also,
 #                   alone: image-throughput (the images' throughput comparison) and leak (the
 #                   RSS-over-many-jobs part of images) and video-compare (the videos' worker vs bare
 #                   ffmpeg comparison, without the large input)

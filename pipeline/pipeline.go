@@ -153,6 +153,7 @@ type Pipeline struct {
 	now      func() time.Time
 	memory   MemoryBudget               // the shared budget
 	lanes    map[MediaKind]MemoryBudget // a kind's own budget, when it has one (Deps.LaneMemory)
+	scratch  *scratchDirs               // the jobs' scratch dirs (scratch.go)
 }
 
 // fetcher looks the upload up, downloads it, has clamd scan it and settles an infected one.
@@ -223,6 +224,7 @@ func New(cfg Config, d Deps) (*Pipeline, error) {
 		now:      time.Now,
 		memory:   d.Memory,
 		lanes:    d.LaneMemory,
+		scratch:  &scratchDirs{root: cfg.TmpDir},
 	}, nil
 }
 
@@ -241,7 +243,8 @@ type job struct {
 	reuseKey string    // the reuse memory's key of this upload, "" when reuse does not apply
 	reused   bool      // answered from the reuse memory
 	done     bool      // answered before the last step (reused): the steps after are skipped
-	dir      string    // scratch dir, removed at the end
+	dir      string    // scratch dir, from the pool scratch, emptied and given back to it at the end
+	scratch  *scratchDirs
 	input    string    // dir/input
 	head     *headCopy // the input's first bytes, kept as they were downloaded (sniff reads them)
 	sniffed  *sniffed  // what the upload is, sniffed once (sniff.go)
@@ -433,37 +436,16 @@ func (j *job) cleanup() {
 	}
 	j.cancel()
 	if j.dir != "" {
-		removeScratch(j)
+		j.scratch.release(j)
 	}
 }
-
-// removeScratch removes the job's scratch dir: the files the job knows of one by one, then the dir,
-// which is then empty unless a tool left something of its own (then all of it goes). On a small job
-// the walk of RemoveAll (open, read the dir, close, a failed unlink of the dir) was a measurable part
-// of the job's system calls.
-func removeScratch(j *job) {
-	_ = os.Remove(j.input)
-	for _, o := range j.outs {
-		if filepath.Dir(o.path) == j.dir {
-			_ = os.Remove(o.path)
-		}
-	}
-	if os.Remove(j.dir) != nil {
-		_ = os.RemoveAll(j.dir)
-	}
-}
-
-// ScratchPrefix starts the name of every per-job scratch dir, so a restarted worker can find and remove
-// the ones a crashed run left behind.
-const ScratchPrefix = "mw-job-"
 
 func (p *Pipeline) prepare(ctx context.Context, j *job) error {
-	// Scratch paths never come from keys: a fresh dir with fixed file names.
-	dir, err := os.MkdirTemp(p.cfg.TmpDir, ScratchPrefix)
+	dir, err := p.scratch.take()
 	if err != nil {
 		return transient("preparing scratch dir", err)
 	}
-	j.dir = dir
+	j.dir, j.scratch = dir, p.scratch
 	j.input = filepath.Join(dir, "input")
 	return nil
 }

@@ -17,6 +17,7 @@ func (p *Pipeline) Triage(ctx context.Context, req contracts.Request) Outcome {
 	j := &job{req: req}
 	j.ctx, j.cancel = context.WithTimeoutCause(ctx, p.cfg.JobTimeout, ErrStalled)
 	defer j.cancel()
+	defer p.scratch.join()() // the kept scratch dirs stay for the job this request becomes (scratch.go)
 	j.out = Outcome{Kind: Success}
 	start := p.now()
 	out := p.triage(j)

@@ -70,7 +70,8 @@ func main() {
 		leakN    = flag.Int("leak-n", 10000, "jobs in the RSS-over-many-jobs run with S3 storage (RSS compared after N/10 and N; the embedded-store run does N/2)")
 		largeMiB = flag.Int("large-mib", 477, "size of the large video input in MiB (the worker's default cap is 500 MiB)")
 		wenv     = flag.String("worker-env", "", "comma-separated KEY=VALUE pairs added to every worker's environment (experiments, e.g. GOGC=50)")
-		phases   = flag.String("phases", "startup,images,peers,videos,scan,memory,nats-writes,orchestration", "phases to run (peers: the worker beside sharp, peers.go)")
+		phases   = flag.String("phases", "startup,images,peers,videos,scan,memory,nats-writes,orchestration,orchestration-prelane", "phases to run (peers: the worker beside sharp, peers.go; orchestration-prelane: the no-op benchmark beside the pre-lane build)")
+		prelaneN = flag.Int("prelane-rounds", 5, "interleaved rounds of the orchestration-prelane phase (each runs both builds' no-op benchmark once)")
 		merge    = flag.Bool("merge", false, "merge this run's rows, sections and commands into the existing -out file instead of writing it anew (a partial run: -phases; merge.go)")
 		clipList = flag.String("clips", "", "comma-separated clip names (e.g. 1080p-h264.mp4) to keep from the corpus; default all (for iterating on one kind of video)")
 	)
@@ -177,6 +178,8 @@ func main() {
 		// What one job of each kind writes to NATS (natswrites.go), for the scale model in docs/operations.md.
 		"nats-writes":   func() error { return natsWrites(b) },
 		"orchestration": func() error { return orchestrationPhase(b, *orch, *orchCmd) },
+		// The same no-op benchmark beside the build before the lanes, interleaved (issue 37 item 4).
+		"orchestration-prelane": prelanePhase{b, *prelaneN}.run,
 	}
 	for _, name := range strings.Split(*phases, ",") {
 		fn, ok := all[name]

@@ -23,27 +23,7 @@ func orchestrationPhase(b *bencher, path, cmd string) error {
 	if err != nil {
 		return err
 	}
-	results := map[string]map[string][]float64{} // name → unit → values (one per -count)
-	var order []string
-	for _, line := range strings.Split(string(raw), "\n") {
-		m := benchLine.FindStringSubmatch(strings.TrimSpace(line))
-		if m == nil {
-			continue
-		}
-		name := strings.TrimPrefix(m[1], "BenchmarkNoopPipeline/")
-		if results[name] == nil {
-			results[name] = map[string][]float64{}
-			order = append(order, name)
-		}
-		f := strings.Fields(m[3])
-		for i := 0; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				continue
-			}
-			results[name][f[i+1]] = append(results[name][f[i+1]], v)
-		}
-	}
+	results, order := parseBench(string(raw))
 	if len(results) == 0 {
 		return fmt.Errorf("no benchmark results in %s:\n%s", path, raw)
 	}
@@ -110,4 +90,30 @@ func orchestrationPhase(b *bencher, path, cmd string) error {
 		b.rep.command("%s", cmd)
 	}
 	return nil
+}
+
+// parseBench reads `go test -bench` output: for each benchmark (named without its BenchmarkNoopPipeline/
+// prefix and -GOMAXPROCS suffix), in the order first seen, every value of every unit (one per -count).
+func parseBench(raw string) (results map[string]map[string][]float64, order []string) {
+	results = map[string]map[string][]float64{}
+	for _, line := range strings.Split(raw, "\n") {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		name := strings.TrimPrefix(m[1], "BenchmarkNoopPipeline/")
+		if results[name] == nil {
+			results[name] = map[string][]float64{}
+			order = append(order, name)
+		}
+		f := strings.Fields(m[3])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			results[name][f[i+1]] = append(results[name][f[i+1]], v)
+		}
+	}
+	return results, order
 }
