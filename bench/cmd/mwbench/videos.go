@@ -490,7 +490,7 @@ func (b videosPhase) compare() (err error) {
 			"runs and clamd), of the bare commands with their probe and scan (clamdscan and clamd's CPU for it) and, in parentheses, of the "+
 			"ffmpeg runs alone; less disturbed by other load than wall time.\n\n%s",
 		clipSeconds, b.runs, ms(overhead),
-		table([]string{"clip", "file", "path", "worker e2e", "bare + ffprobe + clamdscan", "ratio", "ratio to bare ffmpeg alone", "fuzzy hash on: worker / bare + clamdscan: ratio",
+		table([]string{"clip", "file", "path", "worker e2e", "bare + ffprobe + clamdscan", "ratio", "ratio to bare ffmpeg alone", "fuzzy hash on: worker / bare + ffprobe + clamdscan: ratio",
 			"overhead", "worker encode/remux", "bare encode/remux", "worker probes", "poster", "poster share", "scan wait / probe wait / upload",
 			"CPU s worker / bare + probe + scan (ffmpeg alone)"}, rows),
 		stageTable(metricsBefore, metricsAfter))
