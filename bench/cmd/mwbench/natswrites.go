@@ -175,8 +175,8 @@ func natsWrites(b *bencher) (err error) {
 	jobs := []natsJob{
 		{"image (12 MP JPEG, new bytes)", "nw/photo.jpg", noisy[0].Path, true},
 		{"image, the same bytes again (reused)", "nw/photo-again.jpg", noisy[0].Path, true},
-		{"video, transcode (1080p HEVC, 6 s)", "nw/clip.mov", clip("1080p-hevc.mov"), true},
-		{"video, remux (1080p H.264, 6 s)", "nw/clip.mp4", clip("1080p-h264.mp4"), true},
+		{fmt.Sprintf("video, transcode (1080p HEVC, %d s)", clipSeconds), "nw/clip.mov", clip("1080p-hevc.mov"), true},
+		{fmt.Sprintf("video, remux (1080p H.264, %d s)", clipSeconds), "nw/clip.mp4", clip("1080p-h264.mp4"), true},
 		{"refused in its lane (a text file: not media)", "nw/note.txt", note, false},
 		{"no-op: answered at triage (no such object)", "nw/missing.jpg", "", false},
 	}

@@ -58,6 +58,9 @@ func capture(runs []bench.ToolRun) (captured, error) {
 			if isOutputProbe(r) {
 				cp.probe = r.Args
 			} else {
+				if inputProbes == 0 {
+					cp.inputProbe = r.Args
+				}
 				inputProbes++
 			}
 		}

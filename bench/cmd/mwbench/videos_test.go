@@ -138,3 +138,29 @@ func TestCandidatesEncode(t *testing.T) {
 		t.Errorf("files of the bare encode = %q, want %q", files, w)
 	}
 }
+
+// The bare side replays the worker's ffprobe of the upload (issue 37): capture keeps its arguments,
+// not those of a probe of the output, and bareArgs points them at the bare input.
+func TestCaptureKeepsTheInputProbe(t *testing.T) {
+	probeArgs := fields("-hide_banner -loglevel error -max_alloc 536870912 -protocol_whitelist file " +
+		"-format_whitelist mov,mp4,m4a,3gp,3g2,mj2,matroska,webm -print_format json -show_format -show_streams file:" + job + "/input")
+	runs := []bench.ToolRun{
+		{Tool: "ffprobe", Args: probeArgs},
+		{Tool: "ffmpeg", Args: encodeArgs(true)},
+		{Tool: "ffprobe", Args: []string{"-print_format", "json", "file:" + job + "/video.mp4"}},
+	}
+	cp, err := capture(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cp.inputProbe, probeArgs) {
+		t.Fatalf("inputProbe = %q, want the probe of the upload %q", cp.inputProbe, probeArgs)
+	}
+	bare := bareArgs(cp.inputProbe, cp.jobDir, "/bare")
+	if files := (bench.ToolRun{Args: bare}).Files(); !slices.Equal(files, []string{"/bare/input"}) {
+		t.Errorf("the bare probe reads %q, want the bare input", files)
+	}
+	if !slices.Equal(bare[:len(bare)-1], probeArgs[:len(probeArgs)-1]) {
+		t.Errorf("the bare probe's options differ from the worker's: %q", bare)
+	}
+}
