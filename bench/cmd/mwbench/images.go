@@ -144,7 +144,23 @@ func stageDeltas(before, after map[string]float64) map[string]*stageAgg {
 // stageTable shows the worker's own stage timings (mediaworker_stage_duration_seconds) between two
 // scrapes: where a job's time goes besides the transform.
 func stageTable(before, after map[string]float64) string {
-	stages := stageDeltas(before, after)
+	return "The worker's own stage timings over the timed runs (`mediaworker_stage_duration_seconds`, mean per job; " +
+		"uploads happen inside *transforming*):\n\n" + stageRows(stageDeltas(before, after))
+}
+
+// addStages adds the stage timings of more into sum.
+func addStages(sum, more map[string]*stageAgg) {
+	for st, a := range more {
+		if sum[st] == nil {
+			sum[st] = &stageAgg{}
+		}
+		sum[st].sum += a.sum
+		sum[st].count += a.count
+	}
+}
+
+// stageRows is the table of stage timings summed in stages.
+func stageRows(stages map[string]*stageAgg) string {
 	if len(stages) == 0 {
 		return "(the worker exposed no stage metrics)"
 	}
@@ -156,8 +172,7 @@ func stageTable(before, after map[string]float64) string {
 		}
 		rows = append(rows, []string{s, fmt.Sprintf("%.0f", a.count), fmt.Sprintf("%.1f ms", 1000*a.sum/a.count)})
 	}
-	return "The worker's own stage timings over the timed runs (`mediaworker_stage_duration_seconds`, mean per job; " +
-		"uploads happen inside *transforming*):\n\n" + table([]string{"stage", "jobs", "mean"}, rows)
+	return table([]string{"stage", "jobs", "mean"}, rows)
 }
 
 func labelValue(labels, name string) string {

@@ -259,6 +259,11 @@ func (b *bencher) peersPhase() (err error) {
 		return err
 	}
 	defer c.Close()
+	share, err := newStoreFetch(w)
+	if err != nil {
+		return err
+	}
+	defer share.Close()
 	// imgproxy where it can be built and started; where not, its rows say why and sharp's go on.
 	imgproxy, imgproxyErr := b.startImgproxyPeer(cfg, photos, inflight, scan, work)
 	if imgproxyErr != nil {
@@ -291,9 +296,12 @@ func (b *bencher) peersPhase() (err error) {
 		return os.MkdirTemp(work, "sharp-")
 	}
 	workerBytes := make([]int64, len(photos))
+	oneStages, burstStages := map[string]*stageAgg{}, map[string]*stageAgg{} // the worker's stage timings
 	systems := []peerSystem{
 		{name: "worker",
 			one: func(i int) error {
+				m0, _ := w.Metrics(b.ctx)
+				defer func() { m1, _ := w.Metrics(b.ctx); addStages(oneStages, stageDeltas(m0, m1)) }()
 				res, _, err := c.RunBatch(b.ctx, []string{keys[i]})
 				if err == nil && len(res) == 1 {
 					workerBytes[i] = 0
@@ -308,7 +316,10 @@ func (b *bencher) peersPhase() (err error) {
 				for k := range ks {
 					ks[k] = keys[k%len(keys)]
 				}
+				m0, _ := w.Metrics(b.ctx)
 				_, _, err := c.RunBatch(b.ctx, ks)
+				m1, _ := w.Metrics(b.ctx)
+				addStages(burstStages, stageDeltas(m0, m1))
 				return err
 			},
 			cpu: func() time.Duration { t, _ := bench.ProcessCPU(w.Pid()); return t + scan.cpu() },
@@ -381,7 +392,17 @@ func (b *bencher) peersPhase() (err error) {
 	}
 
 	nums := map[string][]roundNums{}
+	var shareCPU []float64 // the worker's store work alone, CPU-s per photo, per round (peers_store.go)
+	variantDirs := make([]string, len(photos))
+	for i := range photos {
+		variantDirs[i] = filepath.Join(work, "sharp", strconv.Itoa(i)) // sharp's first outputs: the same sizes as the worker's
+	}
 	for run := range b.runs {
+		sc, err := storeShare(b.ctx, share, c.Bucket, keys, variantDirs, work)
+		if err != nil {
+			return err
+		}
+		shareCPU = append(shareCPU, sc)
 		for k := range systems {
 			s := systems[(k+run)%len(systems)] // rotate who goes first
 			var r roundNums
@@ -470,6 +491,17 @@ func (b *bencher) peersPhase() (err error) {
 		fmt.Sprintf("median (range) of %d rounds %s; one at a time %s; %s", b.runs, cpuCell, cpuOneCell, quality),
 		ratio(cpuMed), "≤ 1.0×", atMost(cpuMed, 1.0))
 	_ = cpuOneMed
+	var netRatios []float64
+	for i := range nums["worker"] {
+		netRatios = append(netRatios, (nums["worker"][i].cpuBurst-shareCPU[i])/nums["sharp"][i].cpuBurst)
+	}
+	netMed, netCell := spread(netRatios)
+	b.rep.row("peers", "sharp: CPU per image for the work both do, (worker + clamd − the worker's store work) ÷ sharp + clamdscan + clamd, burst",
+		fmt.Sprintf("median (range) %s; the store work (fetch the upload from the embedded store, SHA-256 checked; put the three variants), "+
+			"measured alone in each round: %.3f CPU-s/img, %.0f %% of the worker's %.2f", netCell, bench.Median(shareCPU),
+			100*bench.Median(shareCPU)/med("worker", func(r roundNums) float64 { return r.cpuBurst }),
+			med("worker", func(r roundNums) float64 { return r.cpuBurst })),
+		ratio(netMed), "reported (the peers read and write local files)", "reported")
 	b.rep.row("peers", "sharp: wall per image, one photo at a time, worker ÷ sharp",
 		fmt.Sprintf("median (range) %s", wallCell), ratio(wallMed), "≤ 1.0×", atMost(wallMed, 1.0))
 	b.rep.row("peers", fmt.Sprintf("sharp: throughput, %d photos at once, %d in flight, worker ÷ sharp", burstN, inflight),
@@ -487,6 +519,7 @@ func (b *bencher) peersPhase() (err error) {
 	for i := range nums["worker"] {
 		wk, sh := nums["worker"][i], nums["sharp"][i]
 		rrows = append(rrows, []string{strconv.Itoa(i + 1),
+			fmt.Sprintf("%.3f", shareCPU[i]),
 			fmt.Sprintf("%.2f / %.2f: %s", wk.cpuBurst, sh.cpuBurst, ratio(wk.cpuBurst/sh.cpuBurst)),
 			fmt.Sprintf("%.2f / %.2f: %s", wk.cpuOne, sh.cpuOne, ratio(wk.cpuOne/sh.cpuOne)),
 			fmt.Sprintf("%.2f / %.2f: %s", wk.wallOne, sh.wallOne, ratio(wk.wallOne/sh.wallOne)),
@@ -507,13 +540,20 @@ func (b *bencher) peersPhase() (err error) {
 			"held raw, the three encodes at once (`Promise.all`), sharp's defaults otherwise. *one at a time*: the %d photos one after "+
 			"another, wall and CPU per image; *burst*: %d jobs submitted at once (the photos in turn), %d in flight. CPU: user + system "+
 			"seconds of the worker process, or of the Node process and the clamdscan processes it waited for, plus what clamd spent "+
-			"meanwhile. *cores busy*: CPU seconds ÷ wall ÷ %d cores. Worker / sharp: ratio, per round.\n\n%s\n"+
+			"meanwhile. *cores busy*: CPU seconds ÷ wall ÷ %d cores. Worker / sharp: ratio, per round. *store work alone*: what the "+
+			"worker's job holds that the peers' do not (they read the photo from a local file and write local files), measured in each "+
+			"round by the benchmark's Go client against the worker's embedded store: each upload fetched as the worker's download "+
+			"does it (chunks through the embedded server, SHA-256 checked) and three variants of its size put back; CPU of the client "+
+			"and of the worker process (its server) meanwhile (bench/cmd/mwbench/peers_store.go).\n\n%s\n"+
 			"Output: bytes of the three variants, worker ÷ sharp, per photo, and SSIM (ffmpeg's `ssim` filter, all planes) of each "+
-			"variant against a lossless reference made from the same photo by `vips thumbnail` at that size.\n\n%s",
+			"variant against a lossless reference made from the same photo by `vips thumbnail` at that size.\n\n%s\n"+
+			"The worker's own stage timings over its bursts (`mediaworker_stage_duration_seconds`, mean per job; uploads happen "+
+			"inside *transforming*; *waiting for memory* is time a job held a slot's turn but waited for the lane's memory budget), one at a time "+
+			"(warm-up included) and over the bursts:\n\n%s\n%s",
 		peer.versions, len(photos), strings.Join(names, ", "), cfg.High, cfg.Medium, cfg.Low, cfg.QualityHigh, cfg.QualityMedium,
 		cfg.QualityLow, cfg.Effort, inflight, inflight, len(photos), burstN, inflight, b.parallel,
-		table([]string{"round", "CPU s/img, burst", "CPU s/img, one at a time", "wall s/img, one at a time", "burst img/s", "cores busy in the burst"}, rrows),
-		qrows)
+		table([]string{"round", "worker's store work alone, CPU s/img", "CPU s/img, burst", "CPU s/img, one at a time", "wall s/img, one at a time", "burst img/s", "cores busy in the burst"}, rrows),
+		qrows, stageRows(oneStages), stageRows(burstStages))
 	b.rep.command("# peers: sharp (bench/cmd/mwbench/peers/sharp/peer.js, fed JSON jobs on stdin), per job:\n"+
 		"clamdscan --config-file=<LocalSocket of the worker's clamd> --fdpass --no-summary <photo>\n"+
 		"sharp(photo).rotate().resize(%d, %d, {fit: 'inside', withoutEnlargement: true}).raw() → "+
