@@ -361,7 +361,7 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	ready := a.log.Info().Str("lanes", servedLanes(a.cfg))
-	for _, k := range natsjs.Lanes {
+	for _, k := range a.cfg.ServedLanes() { // a lane not served has no slots to report
 		ready = ready.Int("max_"+string(k)+"_jobs", a.cfg.slots(k))
 	}
 	ready.Str("storage", a.cfg.Storage).Str("clamd", a.cfg.Scanner.Addr).Str("http", a.cfg.HTTPAddr).
