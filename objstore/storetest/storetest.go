@@ -517,4 +517,19 @@ func testReadHead(t *testing.T, s objstore.Store) {
 	}
 	_, err = objstore.ReadHead(ctx(t), s, b, "no/such.jpg", 3072)
 	requireNotFound(t, "ReadHead missing", err, "no/such.jpg")
+
+	// Of the version a Stat described, as triage reads it: the same bytes.
+	for _, c := range []struct {
+		key  string
+		want []byte
+	}{{"big.bin", want}, {"short.txt", []byte("tiny")}} {
+		info, err := s.Stat(ctx(t), b, c.key)
+		if err != nil {
+			t.Fatalf("Stat %s: %v", c.key, err)
+		}
+		got, err := objstore.ReadHeadStatted(ctx(t), s, info, 3072)
+		if err != nil || !bytes.Equal(got, c.want) {
+			t.Fatalf("ReadHeadStatted(3072) of %s: %d bytes, equal %v, err %v", c.key, len(got), bytes.Equal(got, c.want), err)
+		}
+	}
 }
