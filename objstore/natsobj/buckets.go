@@ -119,11 +119,18 @@ func (s *buckets) bind(ctx context.Context, bucket string, read bool) (b bound, 
 		return b, true, nil
 	}
 
-	// Bound outside the lock: a slow server must not serialise every bucket's callers.
-	if b.obj, err = s.js.ObjectStore(ctx, bucket); err != nil {
+	// Bound outside the lock: a slow server must not serialise every bucket's callers. Each lookup is
+	// bounded by Timeout whatever ctx allows: Put binds with its caller's context, a job's, whose
+	// deadline may be half an hour away, and a lookup whose reply was lost as the server restarted
+	// would hold the job that long.
+	octx, cancel := s.opContext(ctx)
+	defer cancel()
+	if b.obj, err = s.js.ObjectStore(octx, bucket); err != nil {
 		return bound{}, false, s.mapErr(bucket, err)
 	}
-	if b.stream, err = s.js.Stream(ctx, streamPrefix+bucket); err != nil {
+	octx, cancel = s.opContext(ctx)
+	defer cancel()
+	if b.stream, err = s.js.Stream(octx, streamPrefix+bucket); err != nil {
 		return bound{}, false, s.mapErr(bucket, err)
 	}
 	s.mu.Lock()
