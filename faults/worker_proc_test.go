@@ -64,20 +64,27 @@ func newWorkerProc(t *testing.T, name string, o workerOpts) *workerProc {
 	}
 	w := &workerProc{t: t, name: name, opts: o, logPath: filepath.Join(t.TempDir(), name+".log")}
 	t.Cleanup(func() {
-		lines := 60
+		dumped := false
 		if t.Failed() && w.pid() != 0 {
 			// What was it doing? /health, then SIGQUIT for the Go runtime's goroutine dump in the log.
 			t.Logf("worker %s /health at failure: %s", name, w.health())
 			w.signal(syscall.SIGQUIT, 10*time.Second)
-			lines = 400
+			dumped = true
 		}
 		w.kill()
 		b, _ := os.ReadFile(w.logPath)
 		if d := os.Getenv("FAULTS_KEEP_LOGS"); d != "" {
 			_ = os.WriteFile(filepath.Join(d, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log"), b, 0o644)
 		}
-		if t.Failed() || os.Getenv("FAULTS_LOGS") != "" {
-			t.Logf("worker %s log (%s):\n%s", name, w.logPath, testenv.TailLines(b, lines))
+		switch {
+		case dumped:
+			// The dump's idle NATS and runtime goroutines would push the stuck job out of CI's
+			// truncated output: the log before the dump, then only the goroutines in our code.
+			before, ours := testenv.GoroutinesOf(b, 150, "github.com/mediaworker/mediaworker/")
+			t.Logf("worker %s log (%s):\n%s", name, w.logPath, before)
+			t.Logf("worker %s goroutines running mediaworker code at failure:\n%s", name, ours)
+		case t.Failed() || os.Getenv("FAULTS_LOGS") != "":
+			t.Logf("worker %s log (%s):\n%s", name, w.logPath, testenv.TailLines(b, 60))
 		}
 	})
 	return w
