@@ -33,6 +33,16 @@ func expectSuccess(t *testing.T, l *ledger, ids []string) {
 	}
 }
 
+// imagesOnANATSProcess starts a worker on a nats-server process the test can stop and start, and
+// submits n 1600×1200 photos to it.
+func imagesOnANATSProcess(t *testing.T, n int) (*testenv.NATSProc, *ledger, []string) {
+	t.Helper()
+	np := testenv.StartNATSProc(t)
+	startWorker(t, "a", workerOpts{natsURL: np.URL, clamd: testenv.StartClamd(t)})
+	l := newLedger(t, np.URL)
+	return np, l, submitImages(t, newClient(t, l, nil, 1), n, 1600, 1200)
+}
+
 // The NATS server (a separate process, file storage, fixed port) goes away while requests are in
 // flight and comes back on the same store: every request still gets exactly one response.
 func TestNATSRestartLosesNothing(t *testing.T) {
@@ -44,12 +54,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 		{"crash", (*testenv.NATSProc).Kill},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			np := testenv.StartNATSProc(t)
-			clamd := testenv.StartClamd(t)
-			startWorker(t, "a", workerOpts{natsURL: np.URL, clamd: clamd})
-			l := newLedger(t, np.URL)
-			c := newClient(t, l, nil, 1)
-			ids := submitImages(t, c, 20, 1600, 1200)
+			np, l, ids := imagesOnANATSProcess(t, 20)
 
 			// Restart while some are answered and the rest are queued or in flight.
 			testenv.Eventually(t, 60*time.Second, func() error {
@@ -86,12 +91,7 @@ func TestNATSRestartLosesNothing(t *testing.T) {
 // whole deadline; one restart a run caught that about once in a hundred runs, these eight about once
 // in two.
 func TestNATSRestartsOneAfterAnother(t *testing.T) {
-	np := testenv.StartNATSProc(t)
-	clamd := testenv.StartClamd(t)
-	startWorker(t, "a", workerOpts{natsURL: np.URL, clamd: clamd})
-	l := newLedger(t, np.URL)
-	c := newClient(t, l, nil, 1)
-	ids := submitImages(t, c, 60, 1600, 1200)
+	np, l, ids := imagesOnANATSProcess(t, 60)
 	for r := range 8 {
 		// A fixed schedule of uneven gaps, so the restarts fall on different steps of the jobs.
 		time.Sleep(time.Duration(700+r*371%1500) * time.Millisecond)

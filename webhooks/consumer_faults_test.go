@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/mediaworker/mediaworker/internal/testenv"
 	"github.com/mediaworker/mediaworker/webhooks"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -21,17 +22,9 @@ import (
 // 2.11) must not hand the answer straight back: that re-sent it in a tight loop to the endpoint that
 // said it is gone. It waits as a failed attempt does.
 func TestGoneWithoutPauseDoesNotHammer(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+	s := testenv.StartNATSWith(t, &server.Options{JetStream: true, StoreDir: t.TempDir(),
 		Users: []*server.User{{Username: "w", Password: "w", Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.CONSUMER.PAUSE.>"}}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("w", "w"))
 	if err != nil {
 		t.Fatal(err)

@@ -45,14 +45,14 @@ func RequireBinary(t testing.TB, name string) string {
 // and shuts it down when the test ends.
 func StartNATS(t testing.TB) *server.Server {
 	t.Helper()
-	opts := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      -1,
-		JetStream: true,
-		StoreDir:  t.TempDir(),
-		NoLog:     true,
-		NoSigs:    true,
-	}
+	return StartNATSWith(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+}
+
+// StartNATSWith is StartNATS with the server's options: users, permissions, or no JetStream at all.
+// It listens on a free loopback port, without logs or signal handlers, whatever opts say.
+func StartNATSWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, true
 	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("creating nats server: %v", err)

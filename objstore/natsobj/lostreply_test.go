@@ -23,16 +23,7 @@ import (
 func TestLostRepliesFailEveryCallWithinTimeout(t *testing.T) {
 	// A server without JetStream, where a responder takes every JetStream API request and never
 	// answers: every request's reply is lost.
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server did not become ready")
-	}
-	nc := testenv.Connect(t, srv)
+	nc := testenv.Connect(t, testenv.StartNATSWith(t, &server.Options{}))
 	if _, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
