@@ -39,7 +39,7 @@ func TestRepeatedUploadsAreReused(t *testing.T) {
 	clamd := testenv.StartClamdWith(t, map[string]string{"LogClean": "yes"})
 	testenv.InstallDailyDatabase(clamd, 27000, time.Now().Add(-time.Hour))
 	srv := testenv.StartNATS(t)
-	startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, args: []string{"--no-reuse=false"}})
+	w := startWorker(t, "a", workerOpts{natsURL: srv.ClientURL(), clamd: clamd, args: []string{"--no-reuse=false"}})
 	l := newLedger(t, srv.ClientURL())
 	c := newClient(t, l, nil, 1)
 	photo := testenv.MakeJPEG(t, t.TempDir(), 4000, 3000)
@@ -81,6 +81,10 @@ func TestRepeatedUploadsAreReused(t *testing.T) {
 		t.Errorf("the reused answer took %s, the first %s: want less than a quarter", againTook, firstTook)
 	}
 	t.Logf("first answer in %s, reused in %s (%.1f×)", firstTook, againTook, float64(firstTook)/float64(againTook))
+	// A reused photo is still an image to the operator's dashboards (it once counted as "unknown").
+	if n := metric(t, w, `mediaworker_jobs_total{kind="image",outcome="success"}`); n != 2 {
+		t.Errorf("mediaworker_jobs_total{kind=\"image\",outcome=\"success\"} = %v after a photo and its reuse, want 2", n)
+	}
 	for i, v := range again.Processed {
 		key := keyOf(t, v.URL)
 		if !strings.Contains(key, again.MediaID) || v.Quality != first.Processed[i].Quality || v.Width != first.Processed[i].Width {

@@ -114,11 +114,18 @@ func (m *reuser) recall(ctx context.Context, j *job) {
 	}
 	j.reused = true
 	j.done = true
+	// The outcome's kind, as detect (a step the answer skips) would have found it: the log,
+	// mediaworker_jobs_total and the console count a reused photo as an image, not as "unknown". (j.kind
+	// stays unset: the stage metrics label the stages before detecting "unknown" for every job.)
+	mime, kind, err := j.sniff()
+	if err == nil {
+		j.out.MediaKind, j.out.MIME = kind, mime
+	}
 	md := contracts.Metadata{}
 	if r.Metadata != nil {
 		md = *r.Metadata
 	}
-	md.MIME = orString(md.MIME, j.mime)
+	md.MIME = orString(md.MIME, mime)
 	md.SHA256, md.Reused = j.sha256, true
 	j.made = made{metadata: &md, processed: processed, warnings: r.Warnings}
 }
