@@ -97,7 +97,10 @@ func (s *settler) stored(ctx context.Context, ev outboxEvent, since time.Time) (
 		return false, nil
 	}
 	c, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ev.Subject},
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from, HeadersOnly: true})
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from, HeadersOnly: true,
+		// nats.go re-creates a failed ordered consumer inside Next, by default until it succeeds and
+		// deaf to ctx: bounded, a stream deleted or a server gone mid-search ends the search.
+		MaxResetAttempts: 4})
 	if err != nil {
 		return false, fmt.Errorf("reading stream %s: %w", name, err)
 	}

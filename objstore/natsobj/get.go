@@ -53,6 +53,9 @@ func (s reader) GetStatted(ctx context.Context, info objstore.Info, w io.Writer)
 	return n, nil
 }
 
+// orderedResetAttempts bounds how often a chunk consumer is re-created within one read (see read).
+const orderedResetAttempts = 4
+
 // errGone says the chunks of the version being read are no longer in the stream.
 var errGone = errors.New("object data is gone (overwritten or deleted meanwhile)")
 
@@ -89,6 +92,11 @@ func (s reader) read(ctx context.Context, info *jetstream.ObjectInfo, w io.Write
 		FilterSubjects: []string{chunks},
 		// A backstop only: the consumer is deleted below unless ctx ended first.
 		InactiveThreshold: time.Minute,
+		// nats.go re-creates an ordered consumer that failed (deleted, heartbeats missed, a reconnect)
+		// inside Next, by default until it succeeds and deaf to Next's context: a bucket deleted
+		// mid-read held the Get, and its job, for ever. Four attempts span 7 s of backoff, enough to
+		// ride out a server restart; past them the Get fails and the job is retried.
+		MaxResetAttempts: orderedResetAttempts,
 	})
 	cancel()
 	if err != nil {
@@ -109,7 +117,7 @@ func (s reader) read(ctx context.Context, info *jetstream.ObjectInfo, w io.Write
 	for n < size {
 		msg, err := s.next(ctx, it)
 		if err != nil {
-			return n, err
+			return n, s.mapErr(bucket, err) // a bucket deleted meanwhile: not found
 		}
 		data := msg.Data()
 		if n+int64(len(data)) > size {
