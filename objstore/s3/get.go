@@ -25,7 +25,9 @@ func (s reader) get(ctx context.Context, bucket, key string, opts minio.GetObjec
 	if err := s.check(bucket, key, true); err != nil {
 		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, err)
 	}
-	obj, err := s.client.GetObject(ctx, bucket, key, opts)
+	wctx, watch := s.watchBody(ctx)
+	defer watch.stop()
+	obj, err := s.client.GetObject(wctx, bucket, key, opts)
 	if err != nil {
 		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, mapErr(err))
 	}
@@ -36,9 +38,9 @@ func (s reader) get(ctx context.Context, bucket, key string, opts minio.GetObjec
 	if err != nil {
 		return 0, fmt.Errorf("getting %s/%s: %w", bucket, key, s.headErr(ctx, bucket, key, opts, err))
 	}
-	n, err := io.Copy(w, obj)
+	n, err := io.Copy(w, watch.reader(obj))
 	if err != nil {
-		return n, fmt.Errorf("getting %s/%s: %w", bucket, key, mapErr(err))
+		return n, fmt.Errorf("getting %s/%s: %w", bucket, key, watch.explain(wctx, mapErr(err)))
 	}
 	if n != oi.Size {
 		return n, fmt.Errorf("getting %s/%s: got %d of %d bytes", bucket, key, n, oi.Size)

@@ -28,7 +28,9 @@ func (s reader) GetRange(ctx context.Context, info objstore.Info, off, n int64, 
 	if err := opts.SetRange(off, off+n-1); err != nil {
 		return 0, fmt.Errorf("getting a range of %s/%s: %w", bucket, key, err)
 	}
-	obj, err := s.client.GetObject(ctx, bucket, key, opts)
+	wctx, watch := s.watchBody(ctx)
+	defer watch.stop()
+	obj, err := s.client.GetObject(wctx, bucket, key, opts)
 	if err != nil {
 		return 0, fmt.Errorf("getting a range of %s/%s: %w", bucket, key, mapErr(err))
 	}
@@ -37,9 +39,9 @@ func (s reader) GetRange(ctx context.Context, info objstore.Info, off, n int64, 
 	if _, err := obj.Stat(); err != nil {
 		return 0, fmt.Errorf("getting a range of %s/%s: %w", bucket, key, mapErr(err))
 	}
-	got, err := io.Copy(w, io.LimitReader(obj, n))
+	got, err := io.Copy(w, io.LimitReader(watch.reader(obj), n))
 	if err != nil {
-		return got, fmt.Errorf("getting a range of %s/%s: %w", bucket, key, mapErr(err))
+		return got, fmt.Errorf("getting a range of %s/%s: %w", bucket, key, watch.explain(wctx, mapErr(err)))
 	}
 	if got != n {
 		// The object shrank since the Stat: the server answered with fewer bytes than the range.

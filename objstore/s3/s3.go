@@ -40,8 +40,9 @@ type Config struct {
 	// MaxRetries bounds minio-go's own retries of one request (minio-go's default is 10, which hides
 	// an outage for many seconds; the job pipeline retries whole jobs anyway).
 	MaxRetries int
-	// Timeout bounds each Stat, Delete, EnsureBucket and Ping, whatever the caller's deadline.
-	// Get, Put and Copy run as long as the caller's context allows.
+	// Timeout bounds each Stat, Delete, EnsureBucket and Ping, whatever the caller's deadline, and
+	// the wait for the next bytes of a body being read (Get, GetRange: stall.go). Otherwise Get, Put
+	// and Copy run as long as the caller's context allows.
 	Timeout time.Duration
 }
 
