@@ -63,13 +63,17 @@ func (s *Store) putObject(ctx context.Context, stream jetstream.Stream, bucket s
 	defer func() {
 		if err != nil {
 			// With a context of its own: the caller's may be what ended the upload. Chunks still in
-			// flight are waited for first, or they would be stored after the purge.
+			// flight are waited for first, or they would be stored after the purge; one Timeout for
+			// them all, not one each: acks lost in a leader change would otherwise hold the failed
+			// upload (and a shutdown's drain) 16 Timeouts.
 			live := context.WithoutCancel(ctx)
+			actx, cancelAcks := context.WithTimeout(live, s.cfg.Timeout)
 			for i := range inflight {
 				if inflight[i] != nil {
-					_ = s.awaitAck(live, &inflight[i])
+					_ = s.awaitAck(actx, &inflight[i])
 				}
 			}
+			cancelAcks()
 			pctx, cancel := context.WithTimeout(live, s.cfg.Timeout)
 			defer cancel()
 			_ = stream.Purge(pctx, jetstream.WithPurgeSubject(chunkSubj))
