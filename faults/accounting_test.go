@@ -180,7 +180,6 @@ func accountOutcomes(t *testing.T, l *ledger, reqs []tracked, budget time.Durati
 		dlqByID[id] = append(dlqByID[id], dl)
 	}
 	counts, gaveUp := map[string]int{}, map[string]int{}
-	wireDupes := 0
 	for _, r := range reqs {
 		outcome, err := l.outcome(r, dlqByID[r.id])
 		if err != nil {
@@ -191,10 +190,8 @@ func accountOutcomes(t *testing.T, l *ledger, reqs []tracked, budget time.Durati
 		if outcome == "dead-lettered (gave up)" {
 			gaveUp[clipErr(l.one(r.id).Error)]++
 		}
-		if l.wireCount(r.id) > 1 {
-			wireDupes++
-		}
 	}
+	wireDupes := l.republished(answerable)
 	var lines []string
 	for k, v := range counts {
 		lines = append(lines, fmt.Sprintf("%-28s %4d", k, v))
