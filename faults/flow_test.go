@@ -171,7 +171,15 @@ func TestDisjointLanesShareAMixedLoad(t *testing.T) {
 	expectSuccess(t, l, ids)
 	l.awaitEmptyQueue(10 * time.Second)
 
-	byInstance := map[string]map[string]string{"image": img.settled(), "video": vid.settled()}
+	// A worker logs a job's end once its ack is confirmed, which can be after the queue looks empty.
+	var byInstance map[string]map[string]string
+	testenv.Eventually(t, 10*time.Second, func() error {
+		byInstance = map[string]map[string]string{"image": img.settled(), "video": vid.settled()}
+		if n := len(byInstance["image"]) + len(byInstance["video"]); n < len(kind) {
+			return fmt.Errorf("the workers' logs show %d of %d jobs settled", n, len(kind))
+		}
+		return nil
+	})
 	for id, k := range kind {
 		for lane, settled := range byInstance {
 			got, ok := settled[id]

@@ -60,10 +60,11 @@ func TestImagesDoNotWaitBehindALarge1080pEncode(t *testing.T) {
 
 	during := answer("during/photo.jpg")
 	t.Logf("a photo alone answered in %s, during a held 1080p encode in %s", alone.Round(time.Millisecond), during.Round(time.Millisecond))
-	// Twice its time alone, plus a second for a busy machine's noise on a short job: waiting for the
+	// Three times its time alone, plus two seconds for a busy machine's noise on a short job (the two
+	// samples are seconds apart, and CI runs other packages' encodes beside this one): waiting for the
 	// encode (what one budget for both lanes did) takes until the encode ends, which here is never.
-	if during > 2*alone+time.Second {
-		t.Errorf("a photo during a 1080p encode took %s, %s alone: want at most twice its time alone", during.Round(time.Millisecond), alone.Round(time.Millisecond))
+	if during > 3*alone+2*time.Second {
+		t.Errorf("a photo during a 1080p encode took %s, %s alone: want at most three times its time alone", during.Round(time.Millisecond), alone.Round(time.Millisecond))
 	}
 
 	photos := []string{photo(), photo(), photo()}
@@ -112,9 +113,11 @@ func TestImagesDoNotWaitBehindALarge1080pEncode(t *testing.T) {
 // Issue 31 item 5, with ffmpeg really encoding: a 60 s 1080p clip (2 frames a second, so the encode
 // is bounded: about 10–40 s of this machine) is transcoded while photos are published one after
 // another. None waits for memory (the image lane's count of jobs that waited stays 0: the assertion
-// that holds on any machine), and each is answered within twice the median of three alone, plus 3 s:
-// the encode's two threads take the cores a photo has alone, which on this busy 2-core machine made a
-// 0.19 s photo take 1.3 s. With one budget for both lanes the first waited for the whole encode (11 s).
+// that holds on any machine), and each is answered within three times the median of three alone,
+// plus 4 s: the encode's two threads take the cores a photo has alone, which on this busy 2-core
+// machine made a 0.19 s photo take 1.3 s; the rest of the margin is for CI's other packages, which
+// run encodes of their own beside this one. With one budget for both lanes the first waited for the
+// whole encode (11 s).
 func TestAPhotoDuringARealLongEncode(t *testing.T) {
 	clamd := testenv.StartClamd(t)
 	srv := testenv.StartNATS(t)
@@ -157,8 +160,9 @@ func TestAPhotoDuringARealLongEncode(t *testing.T) {
 	if n := metric(t, w, `mediaworker_memory_waited_jobs_total{lane="image"}`); n != 0 {
 		t.Errorf("%v image jobs waited for memory during the encode", n)
 	}
-	if slowest > 2*alone+3*time.Second {
-		t.Errorf("a photo during the encode took %s, %s alone: want at most twice its time alone", slowest.Round(time.Millisecond), alone.Round(time.Millisecond))
+	// The encode takes both cores' worth of CPU beside the photos: they are slower, but not held.
+	if slowest > 3*alone+4*time.Second {
+		t.Errorf("a photo during the encode took %s, %s alone: want at most three times its time alone", slowest.Round(time.Millisecond), alone.Round(time.Millisecond))
 	}
 	l.await([]string{video}, 5*time.Minute)
 	expectSuccess(t, l, []string{video})
