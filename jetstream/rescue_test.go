@@ -237,6 +237,13 @@ func TestStrandedLaneCopyWithDeliveriesLeftIsRetried(t *testing.T) {
 		t.Fatalf("response %+v, want the job's success", got[0])
 	}
 	r.awaitEmptyWorkQueue()
+	// The rescuer reports after publishing the copy and removing the original, and the copy's job can
+	// finish first.
+	select {
+	case <-obs.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rescue was not reported within 10s of the job's answer")
+	}
 	if got := obs.list(); len(got) != 1 || got[0] != "image/retried" {
 		t.Errorf("rescues %v, want [image/retried]", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,9 +51,10 @@ func TestEveryAnswerDeliveredSigned(t *testing.T) {
 			t.Fatalf("the answer for %s was not delivered as published", id)
 		}
 	}
-	if got := obs.get("api/" + webhooks.ResultDelivered); got != n {
-		t.Fatalf("observer counted %d deliveries, want %d", got, n)
-	}
+	// The observer hears of a delivery once its ack is confirmed, after the receiver has it.
+	eventually(t, 10*time.Second, "the observer counting every delivery", func() bool {
+		return obs.get("api/"+webhooks.ResultDelivered) == n
+	})
 }
 
 // Several secrets (a rotation) give one signature each, so a receiver holding either verifies; an
@@ -219,19 +221,23 @@ func TestDeadEndpointEndsInDLQ(t *testing.T) {
 		t.Fatalf("DLQ entry: %q %v", m.Data, h)
 	}
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if len(rc.attempts) != 1 || rc.attempts[h.Get(webhooks.HeaderWebhookID)] != 4 {
-		t.Fatalf("attempts per webhook-id: %v (want 4 with one id)", rc.attempts)
+	attempts := fmt.Sprint(rc.attempts)
+	ok := len(rc.attempts) == 1 && rc.attempts[h.Get(webhooks.HeaderWebhookID)] == 4
+	rc.mu.Unlock()
+	if !ok {
+		t.Fatalf("attempts per webhook-id: %s (want 4 with one id)", attempts)
 	}
-	if obs.get("dead/"+webhooks.ResultRetry) != 3 || obs.get("dead/"+webhooks.ResultDeadLettered) != 1 {
-		t.Fatalf("observer: %v", obs.n)
-	}
+	// The dead letter is stored before the message is terminated and the observer told: both follow
+	// a moment later.
+	eventually(t, 10*time.Second, "the observer counting 3 retries and 1 dead letter", func() bool {
+		return obs.get("dead/"+webhooks.ResultRetry) == 3 && obs.get("dead/"+webhooks.ResultDeadLettered) == 1
+	})
 	// The message is settled: nothing more to deliver.
 	c, _ := r.js.Consumer(context.Background(), r.streams.Responses, webhooks.Durable("dead"))
-	info, _ := c.Info(context.Background())
-	if info.NumAckPending != 0 || info.NumPending != 0 {
-		t.Fatalf("consumer still holds it: %+v", info)
-	}
+	eventually(t, 10*time.Second, "the consumer settling the dead-lettered message", func() bool {
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
 }
 
 // An endpoint that takes 30 s per request does not delay another: the fast one gets every answer
