@@ -40,9 +40,10 @@ type Config struct {
 	// MaxRetries bounds minio-go's own retries of one request (minio-go's default is 10, which hides
 	// an outage for many seconds; the job pipeline retries whole jobs anyway).
 	MaxRetries int
-	// Timeout bounds each Stat, Delete, EnsureBucket and Ping, whatever the caller's deadline, and
-	// the wait for the next bytes of a body being read (Get, GetRange: stall.go). Otherwise Get, Put
-	// and Copy run as long as the caller's context allows.
+	// Timeout bounds each Stat, Delete, EnsureBucket and Ping, whatever the caller's deadline, the
+	// wait for the next bytes of a body being read (Get, GetRange) and each write of a request to the
+	// server (Put's body: stall.go). Otherwise Get, Put and Copy run as long as the caller's context
+	// allows.
 	Timeout time.Duration
 }
 
@@ -113,6 +114,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating s3 transport: %w", err)
 	}
+	tr.DialContext = watchSends(tr.DialContext, cfg.Timeout) // a server that stops reading: stall.go
 	if cfg.UseTLS && cfg.InsecureSkipVerify {
 		if tr.TLSClientConfig == nil {
 			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}

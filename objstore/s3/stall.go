@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"time"
 )
 
@@ -62,5 +64,48 @@ func (wr watchedReader) Read(p []byte) (int, error) {
 	wr.w.timer.Reset(wr.w.timeout)
 	n, err := wr.r.Read(p)
 	wr.w.timer.Stop()
+	return n, err
+}
+
+// A request body the server stops taking. Writing has the same hole as reading: net/http bounds the
+// upload of a body by nothing but the context, so a server (or a proxy before it) that keeps the
+// connection open and stops reading held a job's upload for its whole --job-timeout. A bound on the
+// reads of the body the caller hands to Put would be wrong: minio-go reads a multipart part whole
+// before sending it, and sending it takes as long as the link needs. What stops is the connection:
+// once the socket's buffers are full, a Write waits. sendWatch bounds each Write to the connection by
+// Timeout, which a server taking data at all (64 KiB in Timeout, the transport's largest Write)
+// always meets.
+
+// errSendStalled is what a Write that waited Timeout returns.
+var errSendStalled = errors.New("send stalled: the S3 server took nothing")
+
+// sendWatch is a connection whose every Write must finish within timeout.
+type sendWatch struct {
+	net.Conn
+	timeout time.Duration
+}
+
+// watchSends makes every connection dial opens a sendWatch.
+func watchSends(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return sendWatch{Conn: c, timeout: timeout}, nil
+	}
+}
+
+func (c sendWatch) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("no data taken for %s: %w", c.timeout, errSendStalled)
+	}
 	return n, err
 }

@@ -69,13 +69,69 @@ func TestABodyThatStopsArrivingEndsWithinTimeout(t *testing.T) {
 	}
 }
 
-// freezingProxy forwards loopback TCP to an S3 server and can stop passing the server's bytes on
-// while keeping every connection open.
+// A server that keeps the connection open and stops reading in the middle of an upload (a hung disk,
+// a proxy that stops forwarding) ends the Put within a few Timeouts, whatever the caller's deadline:
+// net/http bounds the sending of a body by nothing but the context, and the upload of a job's variant
+// waited for its whole --job-timeout. minio-go retries a failed part MaxRetries times, each one
+// stalling in turn, and then aborts the multipart upload on the same server, waiting up to a minute of
+// its own for the answer (its abortFailedUpload): a stalled single request ends in about Timeout, a
+// stalled multipart upload in about a minute.
+func TestAServerThatStopsTakingAnUploadEndsItWithinTimeouts(t *testing.T) {
+	g := testenv.StartVersityGW(t, testenv.VersityGWOptions{})
+	p := startFreezingProxy(t, g.Endpoint)
+	// Bodies far larger than what loopback's socket buffers take in (up to 32 MiB here) before a
+	// sender's write waits; a body that fits in them would leave only the answer to wait for.
+	const size = 96 << 20
+	for name, partSize := range map[string]int64{"one request": 128 << 20, "multipart": 16 << 20} {
+		cfg := gwConfig(g)
+		cfg.Endpoint, cfg.Timeout, cfg.PartSize = p.addr, time.Second, partSize
+		s := newStore(t, cfg)
+		if err := s.EnsureBucket(t.Context(), "media"); err != nil {
+			t.Fatal(err)
+		}
+		far, cancel := context.WithTimeout(t.Context(), time.Hour)
+		p.freezeUpAfter(1 << 20) // the server gets the next MiB, then nothing
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- s.Put(far, "media", "big", io.LimitReader(zeros{}, size), size, "video/mp4") }()
+		select {
+		case err := <-done:
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "stalled") || objstore.IsPermanent(err) {
+				t.Errorf("%s: Put to a server that stopped reading = %v, want a transient stall", name, err)
+			}
+			limit := time.Duration(cfg.MaxRetries+1) * 5 * cfg.Timeout
+			if partSize < size {
+				limit += time.Minute // the abort
+			}
+			if took > limit {
+				t.Errorf("%s: Put to a server that stopped reading took %s, want at most %s", name, took, limit)
+			}
+			t.Logf("%s: %v after %s", name, err, took.Round(time.Millisecond))
+		case <-time.After(150 * time.Second):
+			t.Fatalf("%s: Put still waiting 150 s after the server stopped reading: bounded by the caller's hour, not Timeout", name)
+		}
+		cancel()
+		p.thaw()
+		// Thawed, the store writes as before.
+		if err := s.Put(t.Context(), "media", "small", strings.NewReader("x"), 1, "text/plain"); err != nil {
+			t.Errorf("%s: Put after the stall: %v", name, err)
+		}
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// freezingProxy forwards loopback TCP to an S3 server and can stop passing bytes on, the server's to
+// the client or the client's to the server, while keeping every connection open.
 type freezingProxy struct {
-	addr   string
-	budget atomic.Int64 // server bytes still passed on while frozen; -1: not frozen
-	mu     sync.Mutex
-	thawed chan struct{}
+	addr string
+	// Bytes still passed on while frozen, from the server (down) and to it (up); -1: not frozen.
+	down, up atomic.Int64
+	mu       sync.Mutex
+	thawed   chan struct{}
 }
 
 func startFreezingProxy(t *testing.T, target string) *freezingProxy {
@@ -85,7 +141,8 @@ func startFreezingProxy(t *testing.T, target string) *freezingProxy {
 		t.Fatal(err)
 	}
 	p := &freezingProxy{addr: l.Addr().String(), thawed: make(chan struct{})}
-	p.budget.Store(-1)
+	p.down.Store(-1)
+	p.up.Store(-1)
 	var conns sync.WaitGroup
 	t.Cleanup(func() { _ = l.Close(); p.thaw(); conns.Wait() })
 	go func() {
@@ -100,21 +157,22 @@ func startFreezingProxy(t *testing.T, target string) *freezingProxy {
 				continue
 			}
 			conns.Add(2)
-			go func() { defer conns.Done(); _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { defer conns.Done(); p.down(c, up); _ = c.Close() }()
+			go func() { defer conns.Done(); p.pass(up, c, &p.up); _ = up.Close() }()
+			go func() { defer conns.Done(); p.pass(c, up, &p.down); _ = c.Close() }()
 		}
 	}()
 	return p
 }
 
-// down passes the server's bytes to the client, holding them while frozen and out of budget.
-func (p *freezingProxy) down(c, up net.Conn) {
+// pass copies src to dst, holding the bytes while frozen and out of budget. Holding them, it stops
+// reading src: the sender's socket buffers fill and its writes wait.
+func (p *freezingProxy) pass(dst, src net.Conn, budget *atomic.Int64) {
 	buf := make([]byte, 16<<10)
 	for {
-		n, err := up.Read(buf)
+		n, err := src.Read(buf)
 		for sent := 0; sent < n; {
 			chunk := n - sent
-			if b := p.budget.Load(); b >= 0 {
+			if b := budget.Load(); b >= 0 {
 				if b == 0 {
 					p.mu.Lock()
 					thawed := p.thawed
@@ -123,9 +181,9 @@ func (p *freezingProxy) down(c, up net.Conn) {
 					continue
 				}
 				chunk = int(min(int64(chunk), b))
-				p.budget.Add(-int64(chunk))
+				budget.Add(-int64(chunk))
 			}
-			if _, werr := c.Write(buf[sent : sent+chunk]); werr != nil {
+			if _, werr := dst.Write(buf[sent : sent+chunk]); werr != nil {
 				return
 			}
 			sent += chunk
@@ -136,18 +194,27 @@ func (p *freezingProxy) down(c, up net.Conn) {
 	}
 }
 
-func (p *freezingProxy) freezeAfter(n int64) {
+// freezeAfter lets n more bytes of the server's through, then none until thaw.
+func (p *freezingProxy) freezeAfter(n int64) { p.freeze(&p.down, n) }
+
+// freezeUpAfter lets n more bytes of the client's through, then none until thaw.
+func (p *freezingProxy) freezeUpAfter(n int64) { p.freeze(&p.up, n) }
+
+func (p *freezingProxy) freeze(budget *atomic.Int64, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.thawed = make(chan struct{})
-	p.budget.Store(n)
+	if p.down.Load() < 0 && p.up.Load() < 0 {
+		p.thawed = make(chan struct{})
+	}
+	budget.Store(n)
 }
 
 func (p *freezingProxy) thaw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.budget.Load() >= 0 {
-		p.budget.Store(-1)
+	if p.down.Load() >= 0 || p.up.Load() >= 0 {
+		p.down.Store(-1)
+		p.up.Store(-1)
 		close(p.thawed)
 	}
 }
