@@ -1,26 +1,93 @@
 package testenv
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 )
 
-// Small helpers the test packages shared by copy before.
+// Ports for the servers the tests start as processes of their own (clamd, versitygw, nats-server), and
+// for addresses a test must know before the server that binds them starts. A port found free by
+// listening on :0 and closing again was not enough: the kernel handed the same port out twice (CI: a
+// worker's HTTP address and versitygw's, in one test), and any test process listening on :0 can take
+// it before the server binds it. So these ports come from below the kernel's ephemeral range, which
+// listening on :0 and outgoing connections never use, and each is claimed with a lock file for the
+// life of the test process, so that neither this process nor another test process on the machine is
+// handed it again.
+const (
+	portLow, portHigh = 20000, 32000 // below ip_local_port_range (32768 and up on Linux)
+)
 
-// FreeAddr returns a loopback host:port that was free a moment ago.
+var ports struct {
+	sync.Mutex
+	next  int
+	locks []*os.File // held open: a flock lasts as long as its file stays open
+}
+
+// FreeAddr returns a loopback host:port that no other caller of FreeAddr on this machine has, and that
+// was free when it was claimed.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := claimAddr()
 	if err != nil {
 		t.Fatalf("finding a free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+func claimAddr() (string, error) {
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.next == 0 {
+		ports.next = portLow + rand.IntN(portHigh-portLow)
+	}
+	dir := filepath.Join(os.TempDir(), "mediaworker-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return "", fmt.Errorf("creating the port claims' directory: %w", err)
+	}
+	for range portHigh - portLow {
+		port := ports.next
+		if ports.next++; ports.next == portHigh {
+			ports.next = portLow
+		}
+		lock, ok := claimPort(dir, port)
+		if !ok {
+			continue // claimed by this or another test process
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			ports.locks = append(ports.locks, lock) // in use by something else: not tried again
+			continue
+		}
+		_ = l.Close()
+		ports.locks = append(ports.locks, lock)
+		return addr, nil
+	}
+	return "", fmt.Errorf("every loopback port in %d-%d is claimed or in use", portLow, portHigh)
+}
+
+// claimPort takes the lock file of port, without waiting.
+func claimPort(dir string, port int) (*os.File, bool) {
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, false
+	}
+	return f, true
+}
+
+// FreePort is FreeAddr's port.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(FreeAddr(t))
