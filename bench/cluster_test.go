@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mediaworker/mediaworker/internal/testenv"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -199,12 +200,7 @@ func startCluster(b *testing.B, syncAlways bool) jetstream.JetStream {
 	b.Helper()
 	ports := make([]int, 3)
 	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		ports[i] = testenv.FreePort(b)
 	}
 	var routes []string
 	for _, p := range ports {

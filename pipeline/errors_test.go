@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mediaworker/mediaworker/internal/testenv"
+
 	"github.com/mediaworker/mediaworker/contracts"
 	"github.com/mediaworker/mediaworker/objstore/s3"
 	"github.com/mediaworker/mediaworker/scanner"
@@ -25,16 +27,11 @@ import (
 // says what failed without an address, a path or a library's words, while ErrorDetail, which goes to
 // the log line and the DLQ, keeps all of it.
 
-// closedAddr is a loopback address nothing listens on: a dependency that is down.
+// closedAddr is a loopback address nothing listens on: a dependency that is down. testenv's addresses
+// are claimed for this process and outside the range another test's listener on :0 could take.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testenv.FreeAddr(t)
 }
 
 // leaks are what a public sentence must not contain: an address's port, a path, a client library's or

@@ -63,12 +63,7 @@ func TestCheckLimits(t *testing.T) {
 	})
 	t.Run("clamd down", func(t *testing.T) {
 		t.Parallel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := "tcp://" + ln.Addr().String()
-		ln.Close()
+		addr := "tcp://" + testenv.FreeAddr(t) // nothing listens there
 		if err := newScanner(t, addr, nil).CheckLimits(testCtx(t, 10*time.Second), 1<<20); !scanner.IsUnavailable(err) {
 			t.Errorf("CheckLimits against a closed port: %v, want unavailable", err)
 		}
