@@ -53,11 +53,13 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		opts := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1),
 			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   t.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
+			// A claimed port, not a random one: a shut-down node's clients keep redialling its
+			// address, and a random port could by then be another test's listener.
+			Port:      FreePort(t),
+			JetStream: true,
+			StoreDir:  t.TempDir(),
+			NoLog:     true,
+			NoSigs:    true,
 			Cluster: server.ClusterOpts{
 				Name: "mw-faults",
 				Host: "127.0.0.1",

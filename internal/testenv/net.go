@@ -31,6 +31,10 @@ var ports struct {
 	locks []*os.File // held open: a flock lasts as long as its file stays open
 }
 
+// portClaims is where the claims are, taken as the process starts: an in-process App points TMPDIR at
+// its scratch dir while it runs, and claims made there would not be seen by other processes.
+var portClaims = filepath.Join(os.TempDir(), "mediaworker-test-ports")
+
 // FreeAddr returns a loopback host:port that no other caller of FreeAddr on this machine has, and that
 // was free when it was claimed.
 func FreeAddr(t testing.TB) string {
@@ -48,10 +52,11 @@ func claimAddr() (string, error) {
 	if ports.next == 0 {
 		ports.next = portLow + rand.IntN(portHigh-portLow)
 	}
-	dir := filepath.Join(os.TempDir(), "mediaworker-test-ports")
+	dir := portClaims
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return "", fmt.Errorf("creating the port claims' directory: %w", err)
 	}
+	_ = os.Chmod(dir, 0o1777) // any user's test runs claim here; umask would keep them out
 	for range portHigh - portLow {
 		port := ports.next
 		if ports.next++; ports.next == portHigh {
@@ -80,6 +85,7 @@ func claimPort(dir string, port int) (*os.File, bool) {
 	if err != nil {
 		return nil, false
 	}
+	_ = f.Chmod(0o666)
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		return nil, false
