@@ -43,6 +43,7 @@ type workerProcess struct {
 func startWorkerBinary(t *testing.T, env []string, args ...string) *workerProcess {
 	t.Helper()
 	cmd := exec.Command(workerBinary(t), append([]string{"run", "--log-format", "json"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a test binary that dies takes its worker along
 	cmd.Env = append(os.Environ(), env...)
 	var log testenv.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ func TestREADMENatsCLISteps(t *testing.T) {
 		"--clamd-addr", clamd.SocketAddr, // as scripts/run.sh starts it: clamd's unix socket
 		"--log-format", "json")
 	cmd.Env = cleanEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a test binary that dies takes its worker along
 	var wlog bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &wlog, &wlog
 	if err := cmd.Start(); err != nil {

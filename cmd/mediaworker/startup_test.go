@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,20 +25,29 @@ import (
 
 var (
 	buildOnce sync.Once
+	builtDir  string
 	builtBin  string
 	buildErr  error
 )
+
+// TestMain removes the binary's build dir: 42 MB a run, left in /tmp by every run before it did.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		_ = os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds cmd/mediaworker once per test run: start-up failures are judged on what operators run.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mw-startup-bin-")
-		if err != nil {
-			buildErr = err
+		builtDir, buildErr = os.MkdirTemp("", "mw-startup-bin-")
+		if buildErr != nil {
 			return
 		}
-		builtBin, buildErr = testenv.BuildWorker(dir)
+		builtBin, buildErr = testenv.BuildWorker(builtDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -137,6 +147,7 @@ func TestStartupMisconfigurationIsOneLineNamingTheSetting(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a test binary that dies takes its worker along
 			cmd.Env = append(os.Environ(), tc.env...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -207,6 +218,7 @@ func TestStartupWaitingForClamdSaysSoAtOnce(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--data-dir", filepath.Join(dir, "data"), "--tmp-dir", filepath.Join(dir, "tmp"),
 		"--nats-listen", "127.0.0.1:0", "--http-addr", httpAddr, "--clamd-addr", clamdAddr, "--clamd-wait", "2m", "--log-format", "json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // a test binary that dies takes its worker along
 	var stderr testenv.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {

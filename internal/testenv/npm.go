@@ -14,15 +14,24 @@ import (
 
 // NPMPackages makes sure the npm packages pinned by dir's package-lock.json are installed (a test's
 // reference implementation or player: npm "thumbhash", hls.js) and returns node's path. `npm ci` runs
-// in dir only when marker, a file under dir/node_modules, is missing (a fresh clone, CI), and under an
-// exclusive lock on a file in dir: go test runs packages' tests in parallel processes, and two
-// installs into one node_modules at once would break both. Node and npm are required like every other
+// in dir only when marker, a file under dir/node_modules, or the stamp of a finished install is
+// missing (a fresh clone, CI, an install cut short), and under an exclusive lock on a file in dir: go
+// test runs packages' tests in parallel processes, and two installs into one node_modules at once
+// would break both. Node and npm are required like every other
 // program the tests use (RequireBinary): scripts/install-deps.sh --test installs them.
 func NPMPackages(t testing.TB, dir, marker string) (node string) {
 	t.Helper()
 	node = RequireBinary(t, "node")
 	npm := RequireBinary(t, "npm")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", marker)); err == nil {
+	// marker alone is not proof: an `npm ci` killed at its timeout, or with its test run, can leave it
+	// extracted and the rest missing, and every later run would trust it. The stamp is written last.
+	stamp := filepath.Join(dir, "node_modules", ".mediaworker-npm-ci-done")
+	installed := func() bool {
+		_, errMarker := os.Stat(filepath.Join(dir, "node_modules", marker))
+		_, errStamp := os.Stat(stamp)
+		return errMarker == nil && errStamp == nil
+	}
+	if installed() {
 		return node
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, ".npm-install.lock"), os.O_CREATE|os.O_RDWR, 0o644)
@@ -34,7 +43,7 @@ func NPMPackages(t testing.TB, dir, marker string) (node string) {
 		t.Fatalf("locking %s for npm ci: %v", dir, err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", marker)); err == nil {
+	if installed() {
 		return node // another package's test installed it while this one waited
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -43,6 +52,9 @@ func NPMPackages(t testing.TB, dir, marker string) (node string) {
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	if err := os.WriteFile(stamp, nil, 0o644); err != nil {
+		t.Fatalf("npm ci in %s: marking it done: %v", dir, err)
 	}
 	return node
 }
