@@ -21,9 +21,20 @@ import (
 // listening on :0 and outgoing connections never use, and each is claimed with a lock file for the
 // life of the test process, so that neither this process nor another test process on the machine is
 // handed it again.
-const (
-	portLow, portHigh = 20000, 32000 // below ip_local_port_range (32768 and up on Linux)
-)
+var portLow, portHigh = claimRange()
+
+// claimRange is the 12000 ports just below the kernel's ephemeral range (which starts at 32768 by
+// default), or 20000-32000 when the range cannot be read or starts too low to leave room below it;
+// the claims then still keep the tests from sharing a port among themselves.
+func claimRange() (low, high int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		if ephemeral, err := strconv.Atoi(f[0]); err == nil && ephemeral-12000 >= 1024 {
+			return ephemeral - 12000, ephemeral
+		}
+	}
+	return 20000, 32000
+}
 
 var ports struct {
 	sync.Mutex
@@ -52,17 +63,16 @@ func claimAddr() (string, error) {
 	if ports.next == 0 {
 		ports.next = portLow + rand.IntN(portHigh-portLow)
 	}
-	dir := portClaims
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	if err := os.MkdirAll(portClaims, 0o777); err != nil {
 		return "", fmt.Errorf("creating the port claims' directory: %w", err)
 	}
-	_ = os.Chmod(dir, 0o1777) // any user's test runs claim here; umask would keep them out
+	_ = os.Chmod(portClaims, 0o1777) // any user's test runs claim here; umask would keep them out
 	for range portHigh - portLow {
 		port := ports.next
 		if ports.next++; ports.next == portHigh {
 			ports.next = portLow
 		}
-		lock, ok := claimPort(dir, port)
+		lock, ok := claimPort(portClaims, port)
 		if !ok {
 			continue // claimed by this or another test process
 		}
